@@ -1,0 +1,32 @@
+//! Test harness for tollgate's integration tests: real `redis-server`
+//! processes, owned by the test that started them, plus fault injection.
+//!
+//! * [`RedisServer`] — a standalone server on a free `127.0.0.1` port with its
+//!   own temp directory; `kill9`, `stop` (SIGSTOP), `cont` (SIGCONT),
+//!   `restart` on the same port, and `cli` to run any `redis-cli` command.
+//! * [`RedisCluster`] — a Redis Cluster of such servers, with replicas,
+//!   topology queries (`primary_for_slot`, `replicas_of`) and `failover`.
+//! * [`key_slot`] — the cluster hash slot of a key (CRC16 with hash tags).
+//! * [`scan_keys_without_ttl`] — keys that would live forever.
+//!
+//! Servers never use port 6379 and never talk to a server they did not start:
+//! startup checks that the process answering on the port is the one just
+//! spawned (`INFO server` → `process_id`) and retries on a fresh port when
+//! another test grabbed the port first. Everything is cleaned up on drop,
+//! including when a test panics.
+//!
+//! Needs `redis-server` and `redis-cli` on `PATH` (or set
+//! `TOLLGATE_REDIS_SERVER` / `TOLLGATE_REDIS_CLI`); without them every
+//! constructor panics with a hint to run the README's test command, which
+//! installs them.
+
+mod cluster;
+mod resp;
+mod server;
+mod slot;
+mod util;
+
+pub use cluster::{ClusterBuilder, DEFAULT_NODE_TIMEOUT, FailoverMode, RedisCluster};
+pub use server::{CLI_TIMEOUT, RedisServer, STARTUP_TIMEOUT, ServerState, scan_keys_without_ttl};
+pub use slot::{SLOT_COUNT, key_slot};
+pub use util::free_port;

@@ -1,0 +1,619 @@
+//! One real `redis-server` process owned by a test.
+
+use std::fmt;
+use std::fs::OpenOptions;
+use std::io::{self, Write};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use crate::resp::{Conn, Reply};
+use crate::util::{self, INSTALL_HINT};
+
+/// How long [`RedisServer::start`] and [`RedisServer::restart`] wait for the
+/// new process to answer `PING`.
+pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long [`RedisServer::cli`] lets `redis-cli` run before giving up.
+pub const CLI_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How many fresh ports [`RedisServer::start`] tries when the port it picked
+/// was taken by someone else before `redis-server` could bind it.
+const PORT_ATTEMPTS: usize = 10;
+
+/// Name of the server's log file (stdout and stderr) inside its directory.
+const LOG_FILE: &str = "redis.log";
+
+/// Shell snippet run next to every server: it blocks reading its stdin, a
+/// pipe whose write end only the test process holds. When the harness shuts
+/// the server down it first writes `disarm`; if instead the test process dies
+/// without running `Drop` (SIGKILL, abort), the pipe closes, `read` sees EOF
+/// and the watchdog kills the orphaned server and removes its directory.
+const WATCHDOG: &str = "read -r line; [ \"$line\" = disarm ] || \
+     { kill -s CONT \"$1\"; kill -s KILL \"$1\"; rm -rf \"$2\"; }; exit 0";
+
+/// Lifecycle state of a [`RedisServer`] process, as driven by the harness.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerState {
+    /// The process runs and serves requests.
+    Running,
+    /// The process was frozen with SIGSTOP ([`RedisServer::stop`]); it keeps
+    /// its port, accepts TCP connections into the backlog but answers nothing.
+    Stopped,
+    /// The process was killed with SIGKILL ([`RedisServer::kill9`]) and reaped;
+    /// the port is closed until [`RedisServer::restart`].
+    Killed,
+}
+
+/// A `redis-server` process owned by the current test, listening only on
+/// `127.0.0.1` on a port of its own, with its own temporary directory and no
+/// persistence (`--save "" --appendonly no`).
+///
+/// Dropping it kills the process (SIGCONT, then SIGKILL) and removes the
+/// directory, also when the test panics. If the test process itself is killed
+/// without unwinding, a small watchdog shell still kills the server.
+///
+/// All methods take `&self`, so a server can be shared between threads
+/// (e.g. `Arc<RedisServer>`), for instance to freeze it from a fault-injection
+/// task while the code under test talks to it.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tollgate_testkit::RedisServer;
+///
+/// let redis = RedisServer::start();
+/// assert_eq!(redis.cli(&["SET", "k", "v"]), "OK");
+/// redis.stop(); // SIGSTOP: requests now time out
+/// assert!(!redis.ping(Duration::from_millis(200)));
+/// redis.cont();
+/// redis.kill9();
+/// redis.restart(); // same port, empty dataset
+/// assert!(redis.ping(Duration::from_secs(1)));
+/// ```
+pub struct RedisServer {
+    port: u16,
+    dir: PathBuf,
+    /// Arguments after the fixed ones, kept for [`RedisServer::restart`].
+    args: Vec<String>,
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    state: ServerState,
+    pid: u32,
+    process: Option<Process>,
+}
+
+struct Process {
+    child: Child,
+    watchdog: Option<Child>,
+}
+
+impl Process {
+    /// Kills the server for good: disarms the watchdog (so it never signals a
+    /// pid we may have reaped), resumes it in case it is stopped, SIGKILLs it
+    /// and reaps it.
+    fn kill(mut self) {
+        if let Some(mut watchdog) = self.watchdog.take() {
+            if let Some(mut stdin) = watchdog.stdin.take() {
+                let _ = stdin.write_all(b"disarm\n");
+            }
+            let _ = watchdog.wait();
+        }
+        let _ = util::send_signal(self.child.id(), "CONT");
+        util::kill_and_reap(&mut self.child);
+    }
+}
+
+/// Chooses the port for one start attempt, plus extra arguments that depend
+/// on the attempt (the cluster bus port).
+pub(crate) type PortPicker<'a> = &'a mut dyn FnMut() -> (u16, Vec<String>);
+
+/// Why one start attempt failed.
+enum AttemptError {
+    /// The process exited; `port_in_use` tells whether the log says it could
+    /// not bind its port(s).
+    Exited {
+        status: ExitStatus,
+        port_in_use: bool,
+    },
+    TimedOut,
+}
+
+impl RedisServer {
+    /// Starts a server on a free loopback port and waits until it answers
+    /// `PING`.
+    ///
+    /// # Panics
+    ///
+    /// If `redis-server` is not installed, or the server does not come up
+    /// within [`STARTUP_TIMEOUT`] (the message includes the end of its log).
+    pub fn start() -> RedisServer {
+        Self::start_with(&[])
+    }
+
+    /// Like [`RedisServer::start`], with extra `redis-server` command-line
+    /// arguments appended after the harness's own (so they win), e.g.
+    /// `&["--maxmemory", "10mb", "--maxmemory-policy", "allkeys-lru"]`.
+    ///
+    /// # Panics
+    ///
+    /// As [`RedisServer::start`].
+    pub fn start_with(extra_args: &[&str]) -> RedisServer {
+        let extra: Vec<String> = extra_args.iter().map(|s| (*s).to_owned()).collect();
+        Self::launch("redis", extra, &mut || (util::free_port(), Vec::new()))
+    }
+
+    /// Starts a server in a fresh temp directory, asking `pick` for a new port
+    /// (and port-dependent arguments) whenever the previous one turned out to
+    /// be taken.
+    pub(crate) fn launch(tag: &str, extra: Vec<String>, pick: PortPicker<'_>) -> RedisServer {
+        let mut last_error = String::new();
+        for _ in 0..PORT_ATTEMPTS {
+            let dir = util::make_temp_dir(tag);
+            let (port, port_args) = pick();
+            let mut args = extra.clone();
+            args.extend(port_args);
+            let server = RedisServer {
+                port,
+                dir,
+                args,
+                inner: Mutex::new(Inner {
+                    state: ServerState::Killed,
+                    pid: 0,
+                    process: None,
+                }),
+            };
+            match server.spawn_and_wait() {
+                Ok(()) => return server,
+                Err(AttemptError::Exited {
+                    port_in_use: true,
+                    status,
+                }) => {
+                    last_error = format!(
+                        "port {port} was taken ({status}); log:\n{}",
+                        server.log_tail(5)
+                    );
+                }
+                Err(e) => server.startup_panic(&e),
+            }
+        }
+        panic!(
+            "redis-server could not bind a free port after {PORT_ATTEMPTS} attempts; last: {last_error}"
+        )
+    }
+
+    /// Spawns the process on `self.port` and waits for it to be ready.
+    fn spawn_and_wait(&self) -> Result<(), AttemptError> {
+        let log_path = self.log_path();
+        let log_start = std::fs::metadata(&log_path).map(|m| m.len()).unwrap_or(0);
+        let mut process = self.spawn();
+        let pid = process.child.id();
+        {
+            let mut inner = self.lock();
+            inner.pid = pid;
+        }
+        match wait_ready(
+            self.port,
+            &mut process.child,
+            Instant::now() + STARTUP_TIMEOUT,
+        ) {
+            Ok(()) => {
+                let mut inner = self.lock();
+                inner.state = ServerState::Running;
+                inner.process = Some(process);
+                Ok(())
+            }
+            Err(err) => {
+                process.kill();
+                Err(match err {
+                    AttemptError::Exited { status, .. } => {
+                        let log = std::fs::read(&log_path).unwrap_or_default();
+                        let new = String::from_utf8_lossy(
+                            log.get(usize::try_from(log_start).unwrap_or(0)..)
+                                .unwrap_or_default(),
+                        );
+                        AttemptError::Exited {
+                            status,
+                            port_in_use: new.contains("Address already in use"),
+                        }
+                    }
+                    other => other,
+                })
+            }
+        }
+    }
+
+    fn spawn(&self) -> Process {
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path())
+            .unwrap_or_else(|e| panic!("cannot open {}: {e}", self.log_path().display()));
+        let log_err = log
+            .try_clone()
+            .unwrap_or_else(|e| panic!("cannot clone log file handle: {e}"));
+        let bin = util::redis_server_bin();
+        let child = Command::new(&bin)
+            .arg("--port")
+            .arg(self.port.to_string())
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(["--daemonize", "no", "--dir"])
+            .arg(&self.dir)
+            .args(&self.args)
+            .current_dir(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_err)
+            .spawn()
+            .unwrap_or_else(|e| {
+                if e.kind() == io::ErrorKind::NotFound {
+                    panic!("`{bin}` not found: {INSTALL_HINT}");
+                }
+                panic!("cannot start `{bin}`: {e}")
+            });
+        let watchdog = Command::new("sh")
+            .arg("-c")
+            .arg(WATCHDOG)
+            .arg("tollgate-testkit-watchdog")
+            .arg(child.id().to_string())
+            .arg(&self.dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok();
+        Process { child, watchdog }
+    }
+
+    fn startup_panic(&self, err: &AttemptError) -> ! {
+        let what = match err {
+            AttemptError::Exited { status, .. } => format!("exited during startup ({status})"),
+            AttemptError::TimedOut => {
+                format!("did not answer PING within {STARTUP_TIMEOUT:?}")
+            }
+        };
+        panic!(
+            "redis-server on 127.0.0.1:{} {what}; args {:?}; log tail ({}):\n{}",
+            self.port,
+            self.args,
+            self.log_path().display(),
+            self.log_tail(30)
+        )
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The TCP port the server listens on (stays the same across restarts).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `127.0.0.1:port`.
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
+    }
+
+    /// Connection URL, `redis://127.0.0.1:PORT/`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Process id of the current process, or of the last one if the server
+    /// is [`ServerState::Killed`]. Changes on [`RedisServer::restart`].
+    pub fn pid(&self) -> u32 {
+        self.lock().pid
+    }
+
+    /// The server's own working directory (`--dir`); removed on drop.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Path of the server log (its stdout and stderr, across restarts).
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.join(LOG_FILE)
+    }
+
+    /// The last `lines` lines of the server log, for failure messages.
+    pub fn log_tail(&self, lines: usize) -> String {
+        util::file_tail(&self.log_path(), lines)
+    }
+
+    /// Current lifecycle state.
+    pub fn state(&self) -> ServerState {
+        self.lock().state
+    }
+
+    /// Whether the server answers `PING` with `PONG` within `timeout`
+    /// (connect, write and read are each bounded by it). Returns `false` for
+    /// a stopped or killed server instead of hanging.
+    pub fn ping(&self, timeout: Duration) -> bool {
+        Conn::connect(self.port, timeout)
+            .and_then(|mut c| c.cmd(&["PING"]))
+            .is_ok_and(|r| r == Reply::Status("PONG".into()))
+    }
+
+    /// Kills the process with SIGKILL (no shutdown, no save) and reaps it.
+    /// The port is closed afterwards; [`RedisServer::restart`] brings the
+    /// server back on the same port. Does nothing if already killed.
+    pub fn kill9(&self) {
+        let process = {
+            let mut inner = self.lock();
+            inner.state = ServerState::Killed;
+            inner.process.take()
+        };
+        if let Some(process) = process {
+            process.kill();
+        }
+    }
+
+    /// Freezes the process with SIGSTOP: connections are still accepted by
+    /// the kernel but nothing is answered, like a hung or partitioned server.
+    ///
+    /// # Panics
+    ///
+    /// If the server is killed.
+    pub fn stop(&self) {
+        self.signal("STOP", ServerState::Stopped);
+    }
+
+    /// Resumes a process frozen by [`RedisServer::stop`] (SIGCONT).
+    ///
+    /// # Panics
+    ///
+    /// If the server is killed.
+    pub fn cont(&self) {
+        self.signal("CONT", ServerState::Running);
+    }
+
+    fn signal(&self, signal: &str, new_state: ServerState) {
+        let mut inner = self.lock();
+        let Some(process) = inner.process.as_ref() else {
+            panic!(
+                "cannot send SIG{signal} to redis-server on port {}: it is killed",
+                self.port
+            );
+        };
+        let pid = process.child.id();
+        util::send_signal(pid, signal)
+            .unwrap_or_else(|e| panic!("SIG{signal} to redis-server pid {pid} failed: {e}"));
+        inner.state = new_state;
+    }
+
+    /// Starts the server again on the same port, with the same arguments and
+    /// directory, and waits until it answers `PING`. A server that is still
+    /// alive (running or stopped) is killed with SIGKILL first. Without
+    /// persistence the dataset is empty afterwards; cluster nodes keep their
+    /// identity (`nodes.conf` lives in the directory).
+    ///
+    /// # Panics
+    ///
+    /// If the server does not come back within [`STARTUP_TIMEOUT`], e.g.
+    /// because another process took the port meanwhile.
+    pub fn restart(&self) {
+        self.kill9();
+        // The port was just released by a process we killed; another test may
+        // race for it, in which case there is nothing sensible to do but fail.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            match self.spawn_and_wait() {
+                Ok(()) => return,
+                Err(AttemptError::Exited {
+                    port_in_use: true, ..
+                }) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(e) => self.startup_panic(&e),
+            }
+        }
+    }
+
+    /// Runs `redis-cli -h 127.0.0.1 -p PORT ARGS...` against this server and
+    /// returns its stdout without trailing whitespace (e.g. `"OK"`, `"PONG"`,
+    /// an integer as text, one line per array element). Error replies are
+    /// returned as text too (e.g. `"ERR unknown command ..."`).
+    ///
+    /// Handy for fault injection: `CONFIG SET`, `SCRIPT FLUSH`,
+    /// `DEBUG SLEEP 1`, `CLIENT PAUSE 500`, `CLIENT KILL TYPE normal`, ...
+    ///
+    /// # Panics
+    ///
+    /// If the server is not running (killed or stopped), `redis-cli` is
+    /// missing, fails (e.g. cannot connect) or runs longer than
+    /// [`CLI_TIMEOUT`].
+    pub fn cli(&self, args: &[&str]) -> String {
+        let state = self.state();
+        assert!(
+            state == ServerState::Running,
+            "redis-cli {args:?} against port {}: server is {state:?}",
+            self.port
+        );
+        let mut full = vec![
+            "-h".to_owned(),
+            "127.0.0.1".to_owned(),
+            "-p".to_owned(),
+            self.port.to_string(),
+        ];
+        full.extend(args.iter().map(|s| (*s).to_owned()));
+        let out = util::run_with_timeout(&util::redis_cli_bin(), &full, CLI_TIMEOUT);
+        assert!(
+            out.success,
+            "redis-cli {args:?} against port {} failed: {}{}",
+            self.port, out.stderr, out.stdout
+        );
+        out.stdout.trim_end().to_owned()
+    }
+
+    /// A raw connection for harness-internal queries.
+    pub(crate) fn conn(&self, timeout: Duration) -> io::Result<Conn> {
+        Conn::connect(self.port, timeout)
+    }
+}
+
+/// Polls until the child answers `PING` on `port` *and* reports our pid in
+/// `INFO server` (so a server that some other test started on the same port
+/// is never mistaken for ours), or until the child exits or time runs out.
+fn wait_ready(port: u16, child: &mut Child, deadline: Instant) -> Result<(), AttemptError> {
+    let pid = child.id();
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                return Err(AttemptError::Exited {
+                    status,
+                    port_in_use: false,
+                });
+            }
+            Ok(None) => {}
+            Err(e) => panic!("waiting for redis-server pid {pid} failed: {e}"),
+        }
+        if is_ours_and_ready(port, pid) {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(AttemptError::TimedOut);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn is_ours_and_ready(port: u16, pid: u32) -> bool {
+    let Ok(mut conn) = Conn::connect(port, Duration::from_millis(250)) else {
+        return false;
+    };
+    let Ok(info) = conn.text(&["INFO", "server"]) else {
+        return false;
+    };
+    let ours = info
+        .lines()
+        .filter_map(|l| l.strip_prefix("process_id:"))
+        .any(|p| p.trim() == pid.to_string());
+    ours && conn
+        .cmd(&["PING"])
+        .is_ok_and(|r| r == Reply::Status("PONG".into()))
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let process = self.lock().process.take();
+        if let Some(process) = process {
+            process.kill();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl fmt::Debug for RedisServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let inner = self.lock();
+        f.debug_struct("RedisServer")
+            .field("port", &self.port)
+            .field("pid", &inner.pid)
+            .field("state", &inner.state)
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Keys in database 0 of `server` that have no expiry (`PTTL` is -1), sorted.
+/// Walks the keyspace with `SCAN`, so it is safe on large datasets; keys that
+/// disappear during the walk are ignored. Non-UTF-8 key bytes are replaced
+/// lossily.
+///
+/// Useful to assert that a rate limiter never leaves a key behind forever:
+/// `assert!(scan_keys_without_ttl(&redis).is_empty())`.
+///
+/// # Panics
+///
+/// If the server cannot be queried within a few seconds.
+pub fn scan_keys_without_ttl(server: &RedisServer) -> Vec<String> {
+    try_scan_keys_without_ttl(server).unwrap_or_else(|e| {
+        panic!(
+            "scanning keys of redis-server on port {} failed: {e}",
+            server.port()
+        )
+    })
+}
+
+fn try_scan_keys_without_ttl(server: &RedisServer) -> io::Result<Vec<String>> {
+    let mut conn = server.conn(Duration::from_secs(5))?;
+    let mut cursor = b"0".to_vec();
+    let mut result = Vec::new();
+    loop {
+        let reply = conn.cmd(&[b"SCAN".as_slice(), &cursor, b"COUNT", b"1000"])?;
+        let Reply::Array(Some(mut parts)) = reply else {
+            return Err(io::Error::other(format!("unexpected SCAN reply {reply:?}")));
+        };
+        let (Some(Reply::Array(Some(keys))), Some(Reply::Bulk(Some(next)))) =
+            (parts.pop(), parts.pop())
+        else {
+            return Err(io::Error::other("malformed SCAN reply"));
+        };
+        let keys: Vec<Vec<u8>> = keys
+            .into_iter()
+            .filter_map(|k| match k {
+                Reply::Bulk(Some(k)) => Some(k),
+                _ => None,
+            })
+            .collect();
+        let cmds: Vec<Vec<&[u8]>> = keys.iter().map(|k| vec![b"PTTL".as_slice(), k]).collect();
+        let ttls = conn.pipeline(&cmds)?;
+        for (key, ttl) in keys.iter().zip(ttls) {
+            if ttl == Reply::Int(-1) {
+                result.push(String::from_utf8_lossy(key).into_owned());
+            }
+        }
+        if next == b"0" {
+            break;
+        }
+        cursor = next;
+    }
+    result.sort();
+    result.dedup();
+    Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::VecDeque;
+
+    /// The port-race retry: the first candidate port is already served by
+    /// another redis-server; startup must notice (pid mismatch, bind failure)
+    /// and move on to a fresh port instead of adopting the foreign server.
+    #[test]
+    fn start_retries_when_port_is_taken_by_another_redis() {
+        let other = RedisServer::start();
+        let mut ports = VecDeque::from([other.port()]);
+        let mine = RedisServer::launch("redis", Vec::new(), &mut || {
+            (
+                ports.pop_front().unwrap_or_else(util::free_port),
+                Vec::new(),
+            )
+        });
+        assert_ne!(mine.port(), other.port());
+        assert_ne!(mine.pid(), other.pid());
+        assert!(mine.ping(Duration::from_secs(1)));
+        assert!(other.ping(Duration::from_secs(1)));
+    }
+
+    /// Same with a non-Redis listener squatting on the port.
+    #[test]
+    fn start_retries_when_port_is_taken_by_a_plain_listener() {
+        let squatter = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let taken = squatter.local_addr().unwrap().port();
+        let mut ports = VecDeque::from([taken]);
+        let mine = RedisServer::launch("redis", Vec::new(), &mut || {
+            (
+                ports.pop_front().unwrap_or_else(util::free_port),
+                Vec::new(),
+            )
+        });
+        assert_ne!(mine.port(), taken);
+        assert!(mine.ping(Duration::from_secs(1)));
+    }
+}

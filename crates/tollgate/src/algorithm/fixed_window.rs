@@ -1,0 +1,82 @@
+//! Fixed window: a counter per window aligned to the Unix epoch.
+
+use std::time::Duration;
+
+use super::params::{MAX_EXACT, period, positive};
+use crate::{Decision, Result};
+
+/// At most `limit` per window `[k·window, (k+1)·window)`.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::algorithm::FixedWindow;
+///
+/// let books = FixedWindow::new(120, Duration::from_secs(60))?;
+/// let mut state = Default::default();
+/// let d = books.decide(&mut state, 90_000_000, 1);
+/// assert!(d.allowed);
+/// assert_eq!(d.remaining, 119);
+/// assert_eq!(d.reset_after, Duration::from_secs(30));
+/// # Ok::<(), tollgate::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FixedWindow {
+    limit: u64,
+    window: u64,
+}
+
+/// The counter of one window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FixedWindowState {
+    /// The window's index `k` (`now / window`).
+    pub window: u64,
+    /// What was admitted in it.
+    pub count: u64,
+}
+
+impl FixedWindow {
+    /// Validates `limit` (1..=2^52) and `window` (1 ms..=365 days).
+    pub fn new(limit: u64, window: Duration) -> Result<FixedWindow> {
+        Ok(FixedWindow {
+            limit: positive("limit", limit, MAX_EXACT / 2)?,
+            window: period("window", window)?,
+        })
+    }
+
+    /// The most admitted per window.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// The window, in microseconds.
+    pub fn window_micros(&self) -> u64 {
+        self.window
+    }
+
+    /// Decides a request of `cost` (≤ limit) at `now` (µs since the epoch),
+    /// updating `state` when the request is admitted.
+    pub fn decide(&self, state: &mut FixedWindowState, now: u64, cost: u64) -> Decision {
+        let current = now / self.window;
+        // A stored window ahead of `now` (a late request) stays current: time
+        // never moves backwards.
+        if state.window < current {
+            *state = FixedWindowState {
+                window: current,
+                count: 0,
+            };
+        }
+        let until_end = (state.window + 1) * self.window - now;
+        let allowed = state.count + cost <= self.limit;
+        if allowed {
+            state.count += cost;
+        }
+        Decision::from_micros(
+            allowed,
+            self.limit,
+            self.limit - state.count,
+            if state.count == 0 { 0 } else { until_end },
+            if allowed { 0 } else { until_end },
+            0,
+        )
+    }
+}

@@ -1,0 +1,141 @@
+//! The algorithms: pure functions from (state, now, cost, parameters) to a
+//! [`Decision`](crate::Decision) and the new state. No I/O, no clock, no
+//! floating point: time is integer microseconds since the Unix epoch and
+//! every quantity is an exact integer.
+//!
+//! Each algorithm's default state is the fresh one (empty window, full
+//! bucket), and each `decide` changes the state only as far as the decision
+//! says (a denied request consumes nothing). The stores move these states;
+//! the Redis scripts do the same arithmetic and are tested against this code.
+
+mod concurrency;
+mod fixed_window;
+mod gcra;
+mod leaky_bucket;
+mod params;
+mod sliding_log;
+mod sliding_window;
+mod token_bucket;
+
+pub use concurrency::{Concurrency, ConcurrencyState, LeaseId};
+pub use fixed_window::{FixedWindow, FixedWindowState};
+pub use gcra::{Gcra, GcraState};
+pub use leaky_bucket::{LeakyBucket, LeakyBucketState};
+pub use params::{MAX_EXACT, MAX_LOG_ENTRIES, MAX_PERIOD, MIN_PERIOD, Rate};
+pub use sliding_log::{SlidingLog, SlidingLogState};
+pub use sliding_window::{SlidingWindow, SlidingWindowState};
+pub use token_bucket::{TokenBucket, TokenBucketState};
+
+pub(crate) use params::MAX_SCALED;
+
+use crate::Decision;
+
+/// An algorithm with its validated parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Algorithm {
+    /// See [`FixedWindow`].
+    FixedWindow(FixedWindow),
+    /// See [`SlidingWindow`].
+    SlidingWindow(SlidingWindow),
+    /// See [`SlidingLog`].
+    SlidingLog(SlidingLog),
+    /// See [`TokenBucket`].
+    TokenBucket(TokenBucket),
+    /// See [`Gcra`].
+    Gcra(Gcra),
+    /// See [`LeakyBucket`].
+    LeakyBucket(LeakyBucket),
+    /// See [`Concurrency`].
+    Concurrency(Concurrency),
+}
+
+/// The state of one key under any algorithm.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum State {
+    /// See [`FixedWindowState`].
+    FixedWindow(FixedWindowState),
+    /// See [`SlidingWindowState`].
+    SlidingWindow(SlidingWindowState),
+    /// See [`SlidingLogState`].
+    SlidingLog(SlidingLogState),
+    /// See [`TokenBucketState`].
+    TokenBucket(TokenBucketState),
+    /// See [`GcraState`].
+    Gcra(GcraState),
+    /// See [`LeakyBucketState`].
+    LeakyBucket(LeakyBucketState),
+    /// See [`ConcurrencyState`].
+    Concurrency(ConcurrencyState),
+}
+
+impl Algorithm {
+    /// The name used in policy files: `fixed_window`, `sliding_window`,
+    /// `sliding_log`, `token_bucket`, `gcra`, `leaky_bucket`, `concurrency`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Algorithm::FixedWindow(_) => "fixed_window",
+            Algorithm::SlidingWindow(_) => "sliding_window",
+            Algorithm::SlidingLog(_) => "sliding_log",
+            Algorithm::TokenBucket(_) => "token_bucket",
+            Algorithm::Gcra(_) => "gcra",
+            Algorithm::LeakyBucket(_) => "leaky_bucket",
+            Algorithm::Concurrency(_) => "concurrency",
+        }
+    }
+
+    /// The largest cost a request can ever have: `limit`, `burst` or
+    /// `capacity`, with its name.
+    pub fn limit(&self) -> (u64, &'static str) {
+        match self {
+            Algorithm::FixedWindow(a) => (a.limit(), "limit"),
+            Algorithm::SlidingWindow(a) => (a.limit(), "limit"),
+            Algorithm::SlidingLog(a) => (a.limit(), "limit"),
+            Algorithm::TokenBucket(a) => (a.burst(), "burst"),
+            Algorithm::Gcra(a) => (a.burst(), "burst"),
+            Algorithm::LeakyBucket(a) => (a.capacity(), "capacity"),
+            Algorithm::Concurrency(a) => (a.limit(), "limit"),
+        }
+    }
+
+    /// A fresh state for this algorithm.
+    pub fn fresh_state(&self) -> State {
+        match self {
+            Algorithm::FixedWindow(_) => State::FixedWindow(Default::default()),
+            Algorithm::SlidingWindow(_) => State::SlidingWindow(Default::default()),
+            Algorithm::SlidingLog(_) => State::SlidingLog(Default::default()),
+            Algorithm::TokenBucket(_) => State::TokenBucket(Default::default()),
+            Algorithm::Gcra(_) => State::Gcra(Default::default()),
+            Algorithm::LeakyBucket(_) => State::LeakyBucket(Default::default()),
+            Algorithm::Concurrency(_) => State::Concurrency(Default::default()),
+        }
+    }
+
+    /// Whether `state` belongs to this algorithm (a policy renamed onto
+    /// another algorithm finds old state of the wrong kind, which counts as
+    /// fresh).
+    pub fn owns(&self, state: &State) -> bool {
+        std::mem::discriminant(&self.fresh_state()) == std::mem::discriminant(state)
+    }
+
+    /// Decides a request of `cost` at `now` (cost already validated),
+    /// updating `state`. A state of another algorithm is replaced by a fresh
+    /// one first. `max_wait` is the reservation window (0 for a plain check);
+    /// only token buckets and GCRA honour it. Concurrency policies peek.
+    pub fn decide(&self, state: &mut State, now: u64, cost: u64, max_wait: u64) -> Decision {
+        if !self.owns(state) {
+            *state = self.fresh_state();
+        }
+        match (self, state) {
+            (Algorithm::FixedWindow(a), State::FixedWindow(s)) => a.decide(s, now, cost),
+            (Algorithm::SlidingWindow(a), State::SlidingWindow(s)) => a.decide(s, now, cost),
+            (Algorithm::SlidingLog(a), State::SlidingLog(s)) => a.decide(s, now, cost),
+            (Algorithm::TokenBucket(a), State::TokenBucket(s)) => a.reserve(s, now, cost, max_wait),
+            (Algorithm::Gcra(a), State::Gcra(s)) => a.reserve(s, now, cost, max_wait),
+            (Algorithm::LeakyBucket(a), State::LeakyBucket(s)) => a.decide(s, now, cost),
+            (Algorithm::Concurrency(a), State::Concurrency(s)) => a.peek(s, now),
+            _ => unreachable!("the state was made to match the algorithm above"),
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! Sliding window: the weighted two-window counter.
+
+use std::time::Duration;
+
+use super::params::{MAX_EXACT, period, positive};
+use crate::{Decision, Error, Result};
+
+/// At most `limit` in the estimated last `window`, where the estimate weighs
+/// the previous window's count by the part of it still inside the sliding
+/// window: with `e = now mod window`, `estimate·window = prev·(window − e) +
+/// curr·window`, compared in integers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SlidingWindow {
+    limit: u64,
+    window: u64,
+}
+
+/// The counts of the current and the previous window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SlidingWindowState {
+    /// The current window's index `k`.
+    pub window: u64,
+    /// Admitted in window `k − 1`.
+    pub prev: u64,
+    /// Admitted in window `k`.
+    pub curr: u64,
+}
+
+impl SlidingWindow {
+    /// Validates `limit` and `window`; `2·limit·window` (µs) must stay below
+    /// 2^53 so that the integer comparison is exact everywhere.
+    pub fn new(limit: u64, window: Duration) -> Result<SlidingWindow> {
+        let window = period("window", window)?;
+        let limit = positive("limit", limit, MAX_EXACT)?;
+        if 2 * limit as u128 * window as u128 > MAX_EXACT as u128 {
+            return Err(Error::policy(
+                "limit",
+                format!(
+                    "{limit} with a window of {window}us is too large for exact arithmetic (2·limit·window must stay below 2^53 µs); the largest limit for this window is {}",
+                    MAX_EXACT / 2 / window
+                ),
+            ));
+        }
+        Ok(SlidingWindow { limit, window })
+    }
+
+    /// The most admitted per (estimated) window.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// The window, in microseconds.
+    pub fn window_micros(&self) -> u64 {
+        self.window
+    }
+
+    /// Decides a request of `cost` (≤ limit) at `now`, updating `state`.
+    pub fn decide(&self, state: &mut SlidingWindowState, now: u64, cost: u64) -> Decision {
+        let (w, l) = (self.window, self.limit);
+        let current = now / w;
+        if state.window + 1 == current {
+            *state = SlidingWindowState {
+                window: current,
+                prev: state.curr,
+                curr: 0,
+            };
+        } else if state.window < current {
+            *state = SlidingWindowState {
+                window: current,
+                prev: 0,
+                curr: 0,
+            };
+        }
+        let SlidingWindowState { window, prev, curr } = *state;
+        let start = window * w;
+        let e = now.saturating_sub(start);
+        // Everything below fits in u64: prev, curr ≤ limit and 2·limit·w < 2^53.
+        let weighted_prev = prev * (w - e);
+        let allowed = weighted_prev + (curr + cost) * w <= l * w;
+        if allowed {
+            state.curr += cost;
+        }
+        let remaining = (l * w).saturating_sub(weighted_prev + state.curr * w) / w;
+        let retry_at = if allowed {
+            now
+        } else if curr + cost <= l {
+            // Within this window, once prev's weight has shrunk enough:
+            // prev·(w − e') ≤ (l − curr − cost)·w.
+            start + w - (l - curr - cost) * w / prev
+        } else {
+            // In the next window, where prev' = curr and curr' = 0:
+            // curr·(w − e'') ≤ (l − cost)·w.
+            start + w + w.saturating_sub((l - cost) * w / curr)
+        };
+        let reset_at = if state.curr > 0 {
+            start + 2 * w
+        } else if prev > 0 {
+            start + w
+        } else {
+            now
+        };
+        Decision::from_micros(
+            allowed,
+            l,
+            remaining,
+            reset_at.saturating_sub(now),
+            retry_at.saturating_sub(now),
+            0,
+        )
+    }
+}

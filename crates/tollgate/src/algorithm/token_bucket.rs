@@ -1,0 +1,114 @@
+//! Token bucket: `burst` tokens, refilled continuously at `rate` per `per`.
+
+use std::time::Duration;
+
+use super::params::Rate;
+use crate::{Decision, Result};
+
+/// A bucket that starts full with `burst` tokens and refills continuously at
+/// `rate` tokens per `per`, capped at `burst`.
+///
+/// Tokens are kept exactly, in scaled units ([`Rate::units_per_token`] units
+/// per token), so a rate of 3 per second never rounds.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::algorithm::TokenBucket;
+///
+/// let bucket = TokenBucket::new(10, Duration::from_secs(1), 20)?;
+/// let mut state = Default::default(); // a full bucket
+/// assert_eq!(bucket.decide(&mut state, 0, 20).remaining, 0);
+/// let d = bucket.decide(&mut state, 0, 1);
+/// assert!(!d.allowed);
+/// assert_eq!(d.retry_after, Duration::from_millis(100));
+/// # Ok::<(), tollgate::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TokenBucket {
+    rate: Rate,
+    burst: u64,
+    capacity: u64,
+}
+
+/// The bucket at a time, as the tokens missing from a full bucket, so that
+/// the default state is a full bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TokenBucketState {
+    /// Tokens missing, in scaled units; above the capacity after a
+    /// reservation borrowed from the future.
+    pub deficit: u64,
+    /// When `deficit` was measured (µs since the epoch).
+    pub at: u64,
+}
+
+impl TokenBucket {
+    /// Validates `rate` ≥ 1, `per` (1 ms..=365 days) and `burst` ≥ 1, with
+    /// `burst` in scaled units below 2^50.
+    pub fn new(rate: u64, per: Duration, burst: u64) -> Result<TokenBucket> {
+        let rate = Rate::new(rate, per)?;
+        let capacity = rate.capacity("burst", burst)?;
+        Ok(TokenBucket {
+            rate,
+            burst,
+            capacity,
+        })
+    }
+
+    /// The refill rate.
+    pub fn rate(&self) -> Rate {
+        self.rate
+    }
+
+    /// The bucket's size, in tokens.
+    pub fn burst(&self) -> u64 {
+        self.burst
+    }
+
+    /// Refills up to `now` (a stored time ahead of `now` is kept: a late
+    /// request never refills the bucket).
+    fn refill(&self, state: &mut TokenBucketState, now: u64) {
+        if now > state.at {
+            let elapsed = now - state.at;
+            let drip = self.rate.units_per_micro;
+            state.deficit = if elapsed >= state.deficit.div_ceil(drip) {
+                0
+            } else {
+                state.deficit - elapsed * drip
+            };
+            state.at = now;
+        }
+    }
+
+    /// Decides a request of `cost` (≤ burst) at `now`, updating `state`.
+    pub fn decide(&self, state: &mut TokenBucketState, now: u64, cost: u64) -> Decision {
+        self.reserve(state, now, cost, 0)
+    }
+
+    /// Admits a request that would have to wait at most `max_wait` µs,
+    /// borrowing from future refills; the decision's `delay` is the wait.
+    pub fn reserve(
+        &self,
+        state: &mut TokenBucketState,
+        now: u64,
+        cost: u64,
+        max_wait: u64,
+    ) -> Decision {
+        self.refill(state, now);
+        let need = cost * self.rate.units_per_token;
+        let wait = self
+            .rate
+            .micros_for((state.deficit + need).saturating_sub(self.capacity) as u128);
+        let allowed = wait <= max_wait;
+        if allowed {
+            state.deficit += need;
+        }
+        Decision::from_micros(
+            allowed,
+            self.burst,
+            self.capacity.saturating_sub(state.deficit) / self.rate.units_per_token,
+            self.rate.micros_for(state.deficit as u128),
+            if allowed { 0 } else { wait - max_wait },
+            if allowed { wait } else { 0 },
+        )
+    }
+}

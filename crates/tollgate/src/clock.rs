@@ -1,0 +1,80 @@
+//! Where time comes from.
+//!
+//! Algorithms never read a clock: they are given `now` in integer
+//! microseconds since the Unix epoch. Stores read it from a [`Clock`], so
+//! tests and the simulator can drive time by hand with a [`ManualClock`].
+
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// A source of wall-clock time in microseconds since the Unix epoch.
+///
+/// Wall-clock (not monotonic) time is what windows aligned to the epoch need;
+/// the algorithms clamp time so that a clock stepping backwards never refills
+/// a bucket.
+pub trait Clock: Debug + Send + Sync + 'static {
+    /// Microseconds since the Unix epoch.
+    fn now_micros(&self) -> u64;
+}
+
+/// The system's wall clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_micros(&self) -> u64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_micros() as u64)
+            .unwrap_or(0)
+    }
+}
+
+/// A clock that only moves when told to; clones share the same time.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{Clock, ManualClock};
+///
+/// let clock = ManualClock::new(1_000_000);
+/// clock.advance(Duration::from_millis(250));
+/// assert_eq!(clock.now_micros(), 1_250_000);
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct ManualClock {
+    micros: Arc<AtomicU64>,
+}
+
+impl ManualClock {
+    /// A clock showing `micros` microseconds since the epoch.
+    pub fn new(micros: u64) -> ManualClock {
+        ManualClock {
+            micros: Arc::new(AtomicU64::new(micros)),
+        }
+    }
+
+    /// Sets the time.
+    pub fn set(&self, micros: u64) {
+        self.micros.store(micros, Ordering::SeqCst);
+    }
+
+    /// Moves the time forward.
+    pub fn advance(&self, by: Duration) {
+        self.micros
+            .fetch_add(by.as_micros() as u64, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_micros(&self) -> u64 {
+        self.micros.load(Ordering::SeqCst)
+    }
+}
+
+impl<C: Clock + ?Sized> Clock for Arc<C> {
+    fn now_micros(&self) -> u64 {
+        (**self).now_micros()
+    }
+}

@@ -1,0 +1,80 @@
+//! What a store answers.
+
+use std::time::Duration;
+
+/// Where a decision came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Source {
+    /// The store of record (memory, or Redis when it answers).
+    #[default]
+    Store,
+    /// The local fallback limiter, because the store failed.
+    Fallback,
+    /// A local cache of an earlier denial by the store.
+    Cache,
+}
+
+impl Source {
+    /// `store`, `fallback` or `cache`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Store => "store",
+            Source::Fallback => "fallback",
+            Source::Cache => "cache",
+        }
+    }
+}
+
+/// The answer to "may this request pass?".
+///
+/// Times are rounded up to the microsecond, so waiting `retry_after` is
+/// always enough.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Decision {
+    /// Whether the request may proceed (after [`delay`](Decision::delay)).
+    pub allowed: bool,
+    /// The policy's `limit`, `burst` or `capacity`.
+    pub limit: u64,
+    /// What is left after this request (never negative).
+    pub remaining: u64,
+    /// Time until the state is back to empty (or full) if no more requests come.
+    pub reset_after: Duration,
+    /// When denied: the earliest time a request of the same cost would be
+    /// allowed if no other request came. Zero when allowed.
+    pub retry_after: Duration,
+    /// How long the caller must wait before proceeding: the backlog of a
+    /// leaky bucket, or the wait of a reservation. Zero otherwise.
+    pub delay: Duration,
+    /// Where the decision came from.
+    pub source: Source,
+}
+
+impl Decision {
+    /// A decision from its parts, in microseconds.
+    pub fn from_micros(
+        allowed: bool,
+        limit: u64,
+        remaining: u64,
+        reset_after: u64,
+        retry_after: u64,
+        delay: u64,
+    ) -> Decision {
+        Decision {
+            allowed,
+            limit,
+            remaining,
+            reset_after: Duration::from_micros(reset_after),
+            retry_after: Duration::from_micros(retry_after),
+            delay: Duration::from_micros(delay),
+            source: Source::Store,
+        }
+    }
+
+    /// The same decision, marked as coming from `source`.
+    pub fn with_source(mut self, source: Source) -> Decision {
+        self.source = source;
+        self
+    }
+}

@@ -1,0 +1,20 @@
+#![doc = include_str!("../README.md")]
+
+pub mod algorithm;
+mod clock;
+mod decision;
+mod duration;
+mod error;
+mod key;
+mod policy;
+pub mod store;
+
+pub use algorithm::{Algorithm, LeaseId};
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use decision::{Decision, Source};
+pub use duration::{format_duration, parse_duration};
+pub use error::{Error, Result, StoreErrorKind};
+pub use key::{MAX_KEY_LEN, validate_key};
+pub use policy::{MAX_POLICY_NAME_LEN, Policy};
+pub use store::memory::{MemoryStore, MemoryStoreBuilder};
+pub use store::{Lease, Request, Store, acquire};

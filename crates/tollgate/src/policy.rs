@@ -1,0 +1,281 @@
+//! Policies: a name and an algorithm with validated parameters.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::algorithm::{
+    Algorithm, Concurrency, FixedWindow, Gcra, LeakyBucket, MAX_SCALED, SlidingLog, SlidingWindow,
+    TokenBucket,
+};
+use crate::{Error, Result};
+
+/// The longest policy name, in bytes.
+pub const MAX_POLICY_NAME_LEN: usize = 64;
+
+/// A named limit: which algorithm, with which parameters.
+///
+/// Constructors validate, so a `Policy` that exists is usable: every
+/// parameter is in range and every intermediate value of its arithmetic is
+/// exact, in Rust and in the Redis scripts.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::Policy;
+///
+/// let books = Policy::fixed_window("books", 120, Duration::from_secs(60))?;
+/// assert_eq!(books.name(), "books");
+///
+/// let err = Policy::token_bucket("api", 0, Duration::from_secs(1), 20).unwrap_err();
+/// assert_eq!(err.to_string(), "invalid policy: `rate` must be at least 1, got 0");
+/// # Ok::<(), tollgate::Error>(())
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Policy {
+    name: Arc<str>,
+    algorithm: Algorithm,
+}
+
+impl Policy {
+    /// A policy named `name` (1 to 64 characters of `A-Z a-z 0-9 _ - .`).
+    pub fn new(name: &str, algorithm: Algorithm) -> Result<Policy> {
+        validate_name(name)?;
+        Ok(Policy {
+            name: name.into(),
+            algorithm,
+        })
+    }
+
+    /// At most `limit` per epoch-aligned `window`.
+    pub fn fixed_window(name: &str, limit: u64, window: Duration) -> Result<Policy> {
+        Policy::new(
+            name,
+            Algorithm::FixedWindow(FixedWindow::new(limit, window)?),
+        )
+    }
+
+    /// At most `limit` per weighted sliding `window`.
+    pub fn sliding_window(name: &str, limit: u64, window: Duration) -> Result<Policy> {
+        Policy::new(
+            name,
+            Algorithm::SlidingWindow(SlidingWindow::new(limit, window)?),
+        )
+    }
+
+    /// At most `limit` in every interval of one `window`, exactly.
+    pub fn sliding_log(name: &str, limit: u64, window: Duration) -> Result<Policy> {
+        Policy::new(name, Algorithm::SlidingLog(SlidingLog::new(limit, window)?))
+    }
+
+    /// A bucket of `burst` tokens refilled at `rate` per `per`.
+    pub fn token_bucket(name: &str, rate: u64, per: Duration, burst: u64) -> Result<Policy> {
+        Policy::new(
+            name,
+            Algorithm::TokenBucket(TokenBucket::new(rate, per, burst)?),
+        )
+    }
+
+    /// GCRA at `rate` per `per` with a tolerance of `burst`.
+    pub fn gcra(name: &str, rate: u64, per: Duration, burst: u64) -> Result<Policy> {
+        Policy::new(name, Algorithm::Gcra(Gcra::new(rate, per, burst)?))
+    }
+
+    /// A shaper draining `rate` per `per` with a queue of `capacity`.
+    pub fn leaky_bucket(name: &str, rate: u64, per: Duration, capacity: u64) -> Result<Policy> {
+        Policy::new(
+            name,
+            Algorithm::LeakyBucket(LeakyBucket::new(rate, per, capacity)?),
+        )
+    }
+
+    /// At most `limit` leases held at once, each expiring after `lease`.
+    pub fn concurrency(name: &str, limit: u64, lease: Duration) -> Result<Policy> {
+        Policy::new(
+            name,
+            Algorithm::Concurrency(Concurrency::new(limit, lease)?),
+        )
+    }
+
+    /// The policy's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The algorithm and its parameters.
+    pub fn algorithm(&self) -> &Algorithm {
+        &self.algorithm
+    }
+
+    /// The policy's `limit`, `burst` or `capacity`.
+    pub fn limit(&self) -> u64 {
+        self.algorithm.limit().0
+    }
+
+    /// The time span the quota is counted over: the window, `per`, or the
+    /// lease (what the `w` of a `RateLimit-Policy` header shows).
+    pub fn window(&self) -> Duration {
+        Duration::from_micros(match &self.algorithm {
+            Algorithm::FixedWindow(a) => a.window_micros(),
+            Algorithm::SlidingWindow(a) => a.window_micros(),
+            Algorithm::SlidingLog(a) => a.window_micros(),
+            Algorithm::TokenBucket(a) => a.rate().per,
+            Algorithm::Gcra(a) => a.rate().per,
+            Algorithm::LeakyBucket(a) => a.rate().per,
+            Algorithm::Concurrency(a) => a.lease_micros(),
+        })
+    }
+
+    /// Checks a request's cost: more than the policy can ever admit is
+    /// [`Error::CostExceedsLimit`]. Concurrency policies only take leases.
+    pub fn validate_cost(&self, cost: u64) -> Result<()> {
+        let (limit, what) = self.algorithm.limit();
+        if cost > limit {
+            return Err(Error::CostExceedsLimit { cost, limit, what });
+        }
+        Ok(())
+    }
+
+    /// Checks a reservation: only token buckets and GCRA reserve, and
+    /// `max_wait` must keep the borrowed tokens exact. Returns `max_wait` in
+    /// microseconds.
+    pub fn validate_reservation(&self, cost: u64, max_wait: Duration) -> Result<u64> {
+        let rate = match &self.algorithm {
+            Algorithm::TokenBucket(a) => a.rate(),
+            Algorithm::Gcra(a) => a.rate(),
+            other => {
+                return Err(Error::Unsupported {
+                    operation: "reserve",
+                    algorithm: other.name(),
+                });
+            }
+        };
+        self.validate_cost(cost)?;
+        let micros = u64::try_from(max_wait.as_micros()).unwrap_or(u64::MAX);
+        if micros as u128 * rate.units_per_micro as u128 > MAX_SCALED as u128 {
+            return Err(Error::argument(
+                "max_wait",
+                format!(
+                    "{max_wait:?} at this policy's rate borrows more than can be kept exactly; the longest is {:?}",
+                    Duration::from_micros(MAX_SCALED / rate.units_per_micro)
+                ),
+            ));
+        }
+        Ok(micros)
+    }
+}
+
+impl fmt::Debug for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Policy")
+            .field("name", &self.name)
+            .field("algorithm", &self.algorithm)
+            .finish()
+    }
+}
+
+fn validate_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > MAX_POLICY_NAME_LEN {
+        return Err(Error::policy(
+            "name",
+            format!("must be 1 to {MAX_POLICY_NAME_LEN} characters long, got {name:?}"),
+        ));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
+    {
+        return Err(Error::policy(
+            "name",
+            format!("may only contain A-Z, a-z, 0-9, `_`, `-` and `.`; {name:?} contains {c:?}"),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field_of(err: Error) -> &'static str {
+        match err {
+            Error::InvalidPolicy { field, .. } => field,
+            other => panic!("expected an invalid policy, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_invalid_parameter_names_its_field() {
+        let s = Duration::from_secs(1);
+        assert_eq!(
+            field_of(Policy::fixed_window("a", 0, s).unwrap_err()),
+            "limit"
+        );
+        assert_eq!(
+            field_of(Policy::fixed_window("a", 1, Duration::ZERO).unwrap_err()),
+            "window"
+        );
+        assert_eq!(
+            field_of(Policy::sliding_log("a", 10_001, s).unwrap_err()),
+            "limit"
+        );
+        assert_eq!(
+            field_of(Policy::sliding_window("a", 1 << 40, s).unwrap_err()),
+            "limit"
+        );
+        assert_eq!(
+            field_of(Policy::token_bucket("a", 1, s, 0).unwrap_err()),
+            "burst"
+        );
+        assert_eq!(
+            field_of(Policy::gcra("a", 1, Duration::from_micros(500), 1).unwrap_err()),
+            "per"
+        );
+        assert_eq!(
+            field_of(
+                Policy::leaky_bucket("a", 1, Duration::from_secs(86_400 * 365), 1 << 30)
+                    .unwrap_err()
+            ),
+            "capacity"
+        );
+        assert_eq!(
+            field_of(Policy::concurrency("a", 1, Duration::from_secs(86_400 * 366)).unwrap_err()),
+            "lease"
+        );
+        assert_eq!(
+            field_of(Policy::fixed_window("", 1, s).unwrap_err()),
+            "name"
+        );
+        assert_eq!(
+            field_of(Policy::fixed_window("a b", 1, s).unwrap_err()),
+            "name"
+        );
+    }
+
+    #[test]
+    fn costs_and_reservations_are_checked() {
+        let p = Policy::gcra("api", 10, Duration::from_secs(1), 5).unwrap();
+        assert!(p.validate_cost(5).is_ok());
+        assert_eq!(
+            p.validate_cost(6).unwrap_err().to_string(),
+            "cost 6 exceeds the policy's burst of 5"
+        );
+        assert_eq!(
+            p.validate_reservation(1, Duration::from_secs(2)),
+            Ok(2_000_000)
+        );
+        assert!(matches!(
+            p.validate_reservation(1, Duration::from_secs(u64::MAX)),
+            Err(Error::InvalidArgument {
+                field: "max_wait",
+                ..
+            })
+        ));
+        let fw = Policy::fixed_window("fw", 1, Duration::from_secs(1)).unwrap();
+        assert_eq!(
+            fw.validate_reservation(1, Duration::ZERO)
+                .unwrap_err()
+                .code(),
+            "unsupported"
+        );
+    }
+}

@@ -1,0 +1,572 @@
+//! The in-memory store: state in a sharded map, for one process and for tests.
+
+use std::hash::BuildHasher;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use hashbrown::HashMap;
+use parking_lot::{Mutex, MutexGuard};
+use smallvec::SmallVec;
+
+use super::{BoxFuture, Lease, Request, Store};
+use crate::algorithm::{Algorithm, LeaseId, State};
+use crate::clock::{Clock, SystemClock};
+use crate::{Decision, Error, Policy, Result, validate_key};
+
+/// Number of independently locked shards (a power of two).
+const SHARDS: usize = 64;
+
+/// How many entries eviction looks at to pick a victim.
+const EVICTION_SAMPLE: usize = 8;
+
+/// The default cap on keys.
+pub const DEFAULT_MAX_KEYS: usize = 1 << 20;
+
+/// The default interval between sweeps of keys back to their fresh state.
+pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(10);
+
+/// A store that keeps every key's state in this process.
+///
+/// Keys live in 64 shards, each a hash map behind its own lock, holding the
+/// algorithm's state and the time at which that state becomes
+/// indistinguishable from a fresh one (its expiry, like a Redis TTL). An
+/// expired entry counts as fresh, and sweeps drop expired entries.
+///
+/// **Memory is bounded.** At most [`max_keys`](MemoryStoreBuilder::max_keys)
+/// keys are held (rounded up to a multiple of 64, spread over the shards).
+/// When a new key arrives at a full shard, that shard's expired keys are
+/// dropped first; if it is still full, the key closest to expiry among a
+/// sample of 8 is evicted. The evicted key restarts from a fresh state, so
+/// its own limit may over-admit by at most one limit; every other key keeps
+/// its exact state, and memory never exceeds the cap.
+///
+/// Each key costs its length plus about 64 bytes (the boxed key, the entry,
+/// the map's control byte) for the window and bucket algorithms, plus 16
+/// bytes per log entry or 24 per lease.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{ManualClock, MemoryStore, Policy};
+///
+/// let clock = ManualClock::new(0);
+/// let store = MemoryStore::with_clock(clock.clone());
+/// let sms = Policy::sliding_log("sms", 3, Duration::from_secs(60))?;
+/// for _ in 0..3 {
+///     assert!(store.check_sync(&sms, b"+15550100", 1)?.allowed);
+/// }
+/// let denied = store.check_sync(&sms, b"+15550100", 1)?;
+/// assert!(!denied.allowed);
+/// assert_eq!(denied.retry_after, Duration::from_secs(60));
+/// clock.advance(Duration::from_secs(60));
+/// assert!(store.check_sync(&sms, b"+15550100", 1)?.allowed);
+/// # Ok::<(), tollgate::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct MemoryStore<C: Clock = SystemClock> {
+    inner: Arc<Inner<C>>,
+}
+
+#[derive(Debug)]
+struct Inner<C> {
+    shards: Box<[Shard]>,
+    hasher: foldhash::fast::RandomState,
+    clock: C,
+    keys_per_shard: usize,
+    sweep_interval: u64,
+    next_sweep: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Shard(Mutex<ShardMap>);
+
+type ShardMap = HashMap<Box<[u8]>, Entry>;
+
+#[derive(Debug)]
+struct Entry {
+    state: State,
+    /// When `state` becomes the same as a fresh one (µs since the epoch).
+    expires_at: u64,
+}
+
+/// Builds a [`MemoryStore`] with a clock, a key cap and a sweep interval.
+#[derive(Debug)]
+pub struct MemoryStoreBuilder<C> {
+    clock: C,
+    max_keys: usize,
+    sweep_interval: Duration,
+}
+
+impl MemoryStoreBuilder<SystemClock> {
+    fn new() -> Self {
+        MemoryStoreBuilder {
+            clock: SystemClock,
+            max_keys: DEFAULT_MAX_KEYS,
+            sweep_interval: DEFAULT_SWEEP_INTERVAL,
+        }
+    }
+}
+
+impl<C: Clock> MemoryStoreBuilder<C> {
+    /// Reads time from `clock`.
+    pub fn clock<D: Clock>(self, clock: D) -> MemoryStoreBuilder<D> {
+        MemoryStoreBuilder {
+            clock,
+            max_keys: self.max_keys,
+            sweep_interval: self.sweep_interval,
+        }
+    }
+
+    /// Holds at most this many keys (rounded up to a multiple of 64; at
+    /// least 64). Default: 2^20.
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
+        self.max_keys = max_keys;
+        self
+    }
+
+    /// Drops expired keys at most this often (piggy-backed on the arrival of
+    /// new keys, so an idle store costs nothing). Default: 10 s.
+    pub fn sweep_interval(mut self, interval: Duration) -> Self {
+        self.sweep_interval = interval;
+        self
+    }
+
+    /// The store.
+    pub fn build(self) -> MemoryStore<C> {
+        let now = self.clock.now_micros();
+        let interval = self.sweep_interval.as_micros() as u64;
+        MemoryStore {
+            inner: Arc::new(Inner {
+                shards: (0..SHARDS).map(|_| Shard::default()).collect(),
+                hasher: foldhash::fast::RandomState::default(),
+                clock: self.clock,
+                keys_per_shard: self.max_keys.div_ceil(SHARDS).max(1),
+                sweep_interval: interval,
+                next_sweep: AtomicU64::new(now.saturating_add(interval)),
+            }),
+        }
+    }
+}
+
+impl MemoryStore<SystemClock> {
+    /// A store on the system clock with the default cap and sweep interval.
+    pub fn new() -> Self {
+        MemoryStoreBuilder::new().build()
+    }
+
+    /// A builder, to set the clock, the key cap or the sweep interval.
+    pub fn builder() -> MemoryStoreBuilder<SystemClock> {
+        MemoryStoreBuilder::new()
+    }
+}
+
+impl Default for MemoryStore<SystemClock> {
+    fn default() -> Self {
+        MemoryStore::new()
+    }
+}
+
+/// What to do to one key's state.
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    Check { cost: u64, max_wait: u64 },
+    Acquire(LeaseId),
+    Release(LeaseId),
+}
+
+/// The composed map key: `policy name, 0, user key`. Policy names never
+/// contain a zero byte, so two (policy, key) pairs never compose alike.
+type MapKey = SmallVec<[u8; 96]>;
+
+fn map_key(policy: &Policy, key: &[u8]) -> MapKey {
+    let mut k = MapKey::with_capacity(policy.name().len() + 1 + key.len());
+    k.extend_from_slice(policy.name().as_bytes());
+    k.push(0);
+    k.extend_from_slice(key);
+    k
+}
+
+impl<C: Clock> MemoryStore<C> {
+    /// A store reading time from `clock`, with the default cap.
+    pub fn with_clock(clock: C) -> Self {
+        MemoryStoreBuilder::new().clock(clock).build()
+    }
+
+    /// The store's clock.
+    pub fn clock(&self) -> &C {
+        &self.inner.clock
+    }
+
+    /// Decides a request now, without an executor: the memory store never
+    /// waits, so this is what [`Store::check`] does.
+    pub fn check_sync(&self, policy: &Policy, key: &[u8], cost: u64) -> Result<Decision> {
+        validate_key(key)?;
+        self.require_not_concurrency(policy, "check")?;
+        policy.validate_cost(cost)?;
+        Ok(self.apply(policy, key, Op::Check { cost, max_wait: 0 }).0)
+    }
+
+    /// [`Store::reserve`] without an executor.
+    pub fn reserve_sync(
+        &self,
+        policy: &Policy,
+        key: &[u8],
+        cost: u64,
+        max_wait: Duration,
+    ) -> Result<Decision> {
+        validate_key(key)?;
+        let max_wait = policy.validate_reservation(cost, max_wait)?;
+        Ok(self.apply(policy, key, Op::Check { cost, max_wait }).0)
+    }
+
+    /// [`Store::acquire_lease`] without an executor.
+    pub fn acquire_lease_sync(&self, policy: &Policy, key: &[u8]) -> Result<Lease> {
+        validate_key(key)?;
+        require_concurrency(policy, "acquire_lease")?;
+        let id = LeaseId::random();
+        let (decision, _) = self.apply(policy, key, Op::Acquire(id));
+        Ok(Lease {
+            decision,
+            id: decision.allowed.then_some(id),
+        })
+    }
+
+    /// [`Store::release_lease`] without an executor.
+    pub fn release_lease_sync(&self, policy: &Policy, key: &[u8], lease: LeaseId) -> Result<bool> {
+        validate_key(key)?;
+        require_concurrency(policy, "release_lease")?;
+        Ok(self.apply(policy, key, Op::Release(lease)).1)
+    }
+
+    /// [`Store::check_many`] without an executor.
+    pub fn check_many_sync(&self, requests: &[Request<'_>], atomic: bool) -> Result<Vec<Decision>> {
+        for r in requests {
+            validate_key(r.key)?;
+            self.require_not_concurrency(r.policy, "check_many")?;
+            r.policy.validate_cost(r.cost)?;
+        }
+        if !atomic {
+            return Ok(requests
+                .iter()
+                .map(|r| {
+                    self.apply(
+                        r.policy,
+                        r.key,
+                        Op::Check {
+                            cost: r.cost,
+                            max_wait: 0,
+                        },
+                    )
+                    .0
+                })
+                .collect());
+        }
+        let keys: Vec<MapKey> = requests.iter().map(|r| map_key(r.policy, r.key)).collect();
+        let mut shard_ids: Vec<usize> = keys.iter().map(|k| self.shard_of(k)).collect();
+        shard_ids.sort_unstable();
+        shard_ids.dedup();
+        // Shards are always locked in ascending order, so batches never
+        // deadlock with each other or with single checks (one shard each).
+        let mut guards: Vec<(usize, MutexGuard<'_, ShardMap>)> = shard_ids
+            .iter()
+            .map(|&i| (i, self.inner.shards[i].0.lock()))
+            .collect();
+        let now = self.inner.clock.now_micros();
+        // Decide in order on tentative copies, so a key named twice sees its
+        // own first request.
+        let mut tentative: Vec<(usize, State)> = Vec::new();
+        let mut decisions = Vec::with_capacity(requests.len());
+        for (i, r) in requests.iter().enumerate() {
+            let slot = match tentative.iter().position(|(j, _)| keys[*j] == keys[i]) {
+                Some(p) => p,
+                None => {
+                    let map = &guards
+                        .iter()
+                        .find(|(s, _)| *s == self.shard_of(&keys[i]))
+                        .map(|(_, g)| g);
+                    let state = map
+                        .and_then(|m| m.get(&keys[i][..]))
+                        .filter(|e| e.expires_at > now)
+                        .map_or_else(|| r.policy.algorithm().fresh_state(), |e| e.state.clone());
+                    tentative.push((i, state));
+                    tentative.len() - 1
+                }
+            };
+            let state = &mut tentative[slot].1;
+            decisions.push(r.policy.algorithm().decide(state, now, r.cost, 0));
+        }
+        if decisions.iter().all(|d| d.allowed) {
+            for (i, state) in tentative {
+                let shard = self.shard_of(&keys[i]);
+                let (_, map) = guards
+                    .iter_mut()
+                    .find(|(s, _)| *s == shard)
+                    .expect("every shard of the batch is locked");
+                let mut probe = state.clone();
+                let reset = requests[i]
+                    .policy
+                    .algorithm()
+                    .decide(&mut probe, now, 0, 0)
+                    .reset_after
+                    .as_micros() as u64;
+                self.store_entry(map, &keys[i], state, now, reset);
+            }
+            return Ok(decisions);
+        }
+        // Denied as a whole: nothing consumed. Report each key as a peek,
+        // denied, with the retry of those that were over their own limit.
+        drop(guards);
+        Ok(requests
+            .iter()
+            .zip(decisions)
+            .map(|(r, d)| {
+                let peek = self
+                    .apply(
+                        r.policy,
+                        r.key,
+                        Op::Check {
+                            cost: 0,
+                            max_wait: 0,
+                        },
+                    )
+                    .0;
+                Decision {
+                    allowed: false,
+                    retry_after: d.retry_after,
+                    ..peek
+                }
+            })
+            .collect())
+    }
+
+    /// Forgets `key` under `policy`.
+    pub fn reset_sync(&self, policy: &Policy, key: &[u8]) -> Result<()> {
+        validate_key(key)?;
+        let k = map_key(policy, key);
+        self.inner.shards[self.shard_of(&k)].0.lock().remove(&k[..]);
+        Ok(())
+    }
+
+    /// Drops every key whose state is back to fresh; returns how many.
+    pub fn sweep(&self) -> usize {
+        let now = self.inner.clock.now_micros();
+        self.inner
+            .shards
+            .iter()
+            .map(|shard| {
+                let mut map = shard.0.lock();
+                let before = map.len();
+                map.retain(|_, e| e.expires_at > now);
+                before - map.len()
+            })
+            .sum()
+    }
+
+    /// How many keys are held (expired ones included until swept).
+    pub fn len(&self) -> usize {
+        self.inner.shards.iter().map(|s| s.0.lock().len()).sum()
+    }
+
+    /// Whether no key is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The most keys this store holds.
+    pub fn max_keys(&self) -> usize {
+        self.inner.keys_per_shard * SHARDS
+    }
+
+    fn require_not_concurrency(&self, policy: &Policy, operation: &'static str) -> Result<()> {
+        if matches!(policy.algorithm(), Algorithm::Concurrency(_)) {
+            return Err(Error::Unsupported {
+                operation,
+                algorithm: "concurrency",
+            });
+        }
+        Ok(())
+    }
+
+    fn shard_of(&self, key: &[u8]) -> usize {
+        (self.inner.hasher.hash_one(key) >> 58) as usize & (SHARDS - 1)
+    }
+
+    /// Runs `op` on the key's state under its shard's lock. Returns the
+    /// decision and, for a release, whether the lease was held.
+    fn apply(&self, policy: &Policy, key: &[u8], op: Op) -> (Decision, bool) {
+        let k = map_key(policy, key);
+        let algorithm = policy.algorithm();
+        let mut inserted = false;
+        let now = self.inner.clock.now_micros();
+        let result = {
+            let mut map = self.inner.shards[self.shard_of(&k)].0.lock();
+            match map.get_mut(&k[..]) {
+                Some(entry) => {
+                    if entry.expires_at <= now {
+                        entry.state = algorithm.fresh_state();
+                    }
+                    let (decision, held) = run(algorithm, &mut entry.state, now, op);
+                    if decision.reset_after.is_zero() {
+                        map.remove(&k[..]);
+                    } else {
+                        entry.expires_at = now + decision.reset_after.as_micros() as u64;
+                    }
+                    (decision, held)
+                }
+                None => {
+                    let mut state = algorithm.fresh_state();
+                    let (decision, held) = run(algorithm, &mut state, now, op);
+                    if !decision.reset_after.is_zero() {
+                        let reset = decision.reset_after.as_micros() as u64;
+                        self.store_entry(&mut map, &k, state, now, reset);
+                        inserted = true;
+                    }
+                    (decision, held)
+                }
+            }
+        };
+        if inserted {
+            self.maybe_sweep(now);
+        }
+        result
+    }
+
+    /// Inserts or replaces an entry, keeping the shard within its cap.
+    fn store_entry(&self, map: &mut ShardMap, key: &[u8], state: State, now: u64, reset: u64) {
+        if reset == 0 {
+            map.remove(key);
+            return;
+        }
+        let entry = Entry {
+            state,
+            expires_at: now + reset,
+        };
+        if let Some(existing) = map.get_mut(key) {
+            *existing = entry;
+            return;
+        }
+        if map.len() >= self.inner.keys_per_shard {
+            map.retain(|_, e| e.expires_at > now);
+        }
+        if map.len() >= self.inner.keys_per_shard {
+            let victim = map
+                .iter()
+                .take(EVICTION_SAMPLE)
+                .min_by_key(|(_, e)| e.expires_at)
+                .map(|(k, _)| k.clone());
+            if let Some(victim) = victim {
+                map.remove(&victim);
+            }
+        }
+        map.insert(key.into(), entry);
+    }
+
+    /// Sweeps every shard when the interval has passed; only one caller wins.
+    fn maybe_sweep(&self, now: u64) {
+        let next = self.inner.next_sweep.load(Ordering::Relaxed);
+        if now >= next
+            && self
+                .inner
+                .next_sweep
+                .compare_exchange(
+                    next,
+                    now + self.inner.sweep_interval,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+        {
+            self.sweep();
+        }
+    }
+}
+
+fn require_concurrency(policy: &Policy, operation: &'static str) -> Result<()> {
+    match policy.algorithm() {
+        Algorithm::Concurrency(_) => Ok(()),
+        other => Err(Error::Unsupported {
+            operation,
+            algorithm: other.name(),
+        }),
+    }
+}
+
+/// One operation on a state that belongs to `algorithm`.
+fn run(algorithm: &Algorithm, state: &mut State, now: u64, op: Op) -> (Decision, bool) {
+    match (algorithm, op) {
+        (_, Op::Check { cost, max_wait }) => (algorithm.decide(state, now, cost, max_wait), false),
+        (Algorithm::Concurrency(c), Op::Acquire(id)) => match state {
+            State::Concurrency(s) => (c.acquire(s, now, id), false),
+            _ => {
+                let mut fresh = Default::default();
+                let d = c.acquire(&mut fresh, now, id);
+                *state = State::Concurrency(fresh);
+                (d, false)
+            }
+        },
+        (Algorithm::Concurrency(c), Op::Release(id)) => match state {
+            State::Concurrency(s) => {
+                let held = c.release(s, now, id);
+                (c.peek(s, now), held)
+            }
+            _ => (algorithm.decide(state, now, 0, 0), false),
+        },
+        // Leases are refused before reaching here for other algorithms.
+        (_, Op::Acquire(_) | Op::Release(_)) => (algorithm.decide(state, now, 0, 0), false),
+    }
+}
+
+impl<C: Clock> Store for MemoryStore<C> {
+    fn check<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        cost: u64,
+    ) -> BoxFuture<'a, Result<Decision>> {
+        Box::pin(std::future::ready(self.check_sync(policy, key, cost)))
+    }
+
+    fn reserve<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        cost: u64,
+        max_wait: Duration,
+    ) -> BoxFuture<'a, Result<Decision>> {
+        Box::pin(std::future::ready(
+            self.reserve_sync(policy, key, cost, max_wait),
+        ))
+    }
+
+    fn check_many<'a>(
+        &'a self,
+        requests: &'a [Request<'a>],
+        atomic: bool,
+    ) -> BoxFuture<'a, Result<Vec<Decision>>> {
+        Box::pin(std::future::ready(self.check_many_sync(requests, atomic)))
+    }
+
+    fn acquire_lease<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+    ) -> BoxFuture<'a, Result<Lease>> {
+        Box::pin(std::future::ready(self.acquire_lease_sync(policy, key)))
+    }
+
+    fn release_lease<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        lease: LeaseId,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(std::future::ready(
+            self.release_lease_sync(policy, key, lease),
+        ))
+    }
+
+    fn reset<'a>(&'a self, policy: &'a Policy, key: &'a [u8]) -> BoxFuture<'a, Result<()>> {
+        Box::pin(std::future::ready(self.reset_sync(policy, key)))
+    }
+}

@@ -1,0 +1,113 @@
+//! Where state lives: the [`Store`] trait and its implementations.
+//!
+//! A store takes a policy, a key and a cost, moves the key's state through
+//! the policy's algorithm, and answers with a [`Decision`]. The algorithms
+//! are the same everywhere; stores differ only in where the state is kept and
+//! whose clock they read.
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use crate::algorithm::LeaseId;
+use crate::{Decision, Policy, Result};
+
+pub mod memory;
+#[cfg(feature = "redis")]
+pub mod redis;
+
+/// A boxed future, so that `Store` can be used as `dyn Store`.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One request of a batch: which policy, which key, what cost.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    /// The policy to check.
+    pub policy: &'a Policy,
+    /// The limited key.
+    pub key: &'a [u8],
+    /// The cost (0 peeks).
+    pub cost: u64,
+}
+
+/// The answer to a lease request on a concurrency policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lease {
+    /// The decision; `reset_after` is when the last lease held expires.
+    pub decision: Decision,
+    /// The lease taken, when allowed. Give it back with
+    /// [`Store::release_lease`].
+    pub id: Option<LeaseId>,
+}
+
+/// Where limiter state lives, and how decisions are made on it atomically.
+///
+/// Every method validates its input (key length, cost against the policy's
+/// limit, the operation against the algorithm) before touching state, so bad
+/// input costs nothing and changes nothing.
+pub trait Store: Debug + Send + Sync {
+    /// Decides a request of `cost` on `key` under `policy`; cost 0 peeks.
+    fn check<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        cost: u64,
+    ) -> BoxFuture<'a, Result<Decision>>;
+
+    /// For token buckets and GCRA: admits a request that would wait at most
+    /// `max_wait`, consuming future capacity; the decision's `delay` is the
+    /// wait. A request that would wait longer is denied and consumes nothing.
+    fn reserve<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        cost: u64,
+        max_wait: Duration,
+    ) -> BoxFuture<'a, Result<Decision>>;
+
+    /// Decides several requests at once, in order. With `atomic`, either all
+    /// are admitted and consume, or none consumes: then every decision is a
+    /// denial, and those that would have passed alone have a zero
+    /// `retry_after`.
+    fn check_many<'a>(
+        &'a self,
+        requests: &'a [Request<'a>],
+        atomic: bool,
+    ) -> BoxFuture<'a, Result<Vec<Decision>>>;
+
+    /// For concurrency policies: takes a lease if one is free.
+    fn acquire_lease<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+    ) -> BoxFuture<'a, Result<Lease>>;
+
+    /// Gives a lease back; returns whether it was still held. Idempotent.
+    fn release_lease<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        lease: LeaseId,
+    ) -> BoxFuture<'a, Result<bool>>;
+
+    /// Forgets everything about `key` under `policy`.
+    fn reset<'a>(&'a self, policy: &'a Policy, key: &'a [u8]) -> BoxFuture<'a, Result<()>>;
+}
+
+/// Waits for a reservation: reserves `cost` with a wait of at most
+/// `timeout`, then sleeps the wait (Guava's `tryAcquire`). Returns the
+/// decision; when it is a denial nothing was consumed and nothing slept.
+pub async fn acquire<S: Store + ?Sized>(
+    store: &S,
+    policy: &Policy,
+    key: &[u8],
+    cost: u64,
+    timeout: Duration,
+) -> Result<Decision> {
+    let decision = store.reserve(policy, key, cost, timeout).await?;
+    if decision.allowed && !decision.delay.is_zero() {
+        tokio::time::sleep(decision.delay).await;
+    }
+    Ok(decision)
+}

@@ -1,0 +1,136 @@
+//! Redis key layout.
+//!
+//! A (policy, key) pair's whole state lives in one Redis key:
+//!
+//! ```text
+//! <prefix>{<policy>:<escaped user key>}:<algorithm>
+//! ```
+//!
+//! The braces are a Redis Cluster hash tag, so the slot is decided by the
+//! policy and the user key alone. User keys are arbitrary bytes; inside the
+//! tag every `}` is written `\]` and every `\` is written `\\`, so a user
+//! key can never end the tag early (which would move its slot) and two
+//! different user keys never give the same Redis key. The algorithm suffix
+//! keeps a policy that changes algorithm from reading state of another
+//! shape. Policy names are limited to `A-Z a-z 0-9 _ - .`, and the prefix
+//! may not contain braces.
+
+use crate::algorithm::Algorithm;
+use crate::{Error, Policy, Result};
+
+/// The default key prefix.
+pub const DEFAULT_PREFIX: &str = "tollgate:";
+
+/// The longest key prefix, in bytes.
+pub const MAX_PREFIX_LEN: usize = 128;
+
+/// Checks a key prefix: at most 128 bytes and no `{` or `}`.
+pub(crate) fn validate_prefix(prefix: &str) -> Result<()> {
+    if prefix.len() > MAX_PREFIX_LEN || prefix.contains(['{', '}']) {
+        return Err(Error::argument(
+            "prefix",
+            format!("must be at most {MAX_PREFIX_LEN} bytes without `{{` or `}}`, got {prefix:?}"),
+        ));
+    }
+    Ok(())
+}
+
+/// The short name of an algorithm in keys and in batch arguments.
+pub(crate) fn tag(algorithm: &Algorithm) -> &'static str {
+    match algorithm {
+        Algorithm::FixedWindow(_) => "fw",
+        Algorithm::SlidingWindow(_) => "sw",
+        Algorithm::SlidingLog(_) => "sl",
+        Algorithm::TokenBucket(_) => "tb",
+        Algorithm::Gcra(_) => "gcra",
+        Algorithm::LeakyBucket(_) => "lb",
+        Algorithm::Concurrency(_) => "cc",
+    }
+}
+
+/// The Redis key holding `key`'s state under `policy`.
+pub fn redis_key(prefix: &str, policy: &Policy, key: &[u8]) -> Vec<u8> {
+    let name = policy.name().as_bytes();
+    let suffix = tag(policy.algorithm()).as_bytes();
+    let mut out = Vec::with_capacity(prefix.len() + name.len() + key.len() + suffix.len() + 8);
+    out.extend_from_slice(prefix.as_bytes());
+    out.push(b'{');
+    out.extend_from_slice(name);
+    out.push(b':');
+    for &b in key {
+        match b {
+            b'}' => out.extend_from_slice(b"\\]"),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            _ => out.push(b),
+        }
+    }
+    out.push(b'}');
+    out.push(b':');
+    out.extend_from_slice(suffix);
+    out
+}
+
+/// The Redis Cluster slot of a key (CRC16/XMODEM of its hash tag, mod 16384).
+pub(crate) fn slot(key: &[u8]) -> u16 {
+    let tagged = key
+        .iter()
+        .position(|&b| b == b'{')
+        .and_then(|open| {
+            key[open + 1..]
+                .iter()
+                .position(|&b| b == b'}')
+                .filter(|&len| len > 0)
+                .map(|len| &key[open + 1..open + 1 + len])
+        })
+        .unwrap_or(key);
+    crc16(tagged) % 16384
+}
+
+fn crc16(bytes: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &b in bytes {
+        crc ^= (b as u16) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn braces_in_user_keys_neither_move_the_slot_nor_collide() {
+        let p = Policy::fixed_window("books", 1, Duration::from_secs(1)).unwrap();
+        let plain = redis_key("t:", &p, b"user");
+        assert_eq!(plain, b"t:{books:user}:fw");
+        let braced = redis_key("t:", &p, b"us}er{");
+        assert_eq!(braced, b"t:{books:us\\]er{}:fw");
+        // The tag is everything between the braces we wrote.
+        assert_eq!(slot(&braced), crc16(b"books:us\\]er{") % 16384);
+        // Escaping is injective.
+        assert_ne!(redis_key("t:", &p, b"a}"), redis_key("t:", &p, b"a\\]"));
+        assert_ne!(redis_key("t:", &p, b"a\\"), redis_key("t:", &p, b"a\\\\"));
+    }
+
+    #[test]
+    fn crc16_matches_redis() {
+        // Values from the Redis Cluster specification's reference.
+        assert_eq!(crc16(b"123456789"), 0x31C3);
+        assert_eq!(slot(b"foo"), 12182);
+        assert_eq!(slot(b"{user1000}.following"), slot(b"user1000"));
+    }
+
+    #[test]
+    fn prefixes_with_braces_are_refused() {
+        assert!(validate_prefix("ok:").is_ok());
+        assert!(validate_prefix("a{b").is_err());
+    }
+}

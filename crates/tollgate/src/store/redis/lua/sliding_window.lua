@@ -1,0 +1,75 @@
+-- sliding_window.lua: the weighted two-window counter.
+--
+-- KEYS[1]  the state: a string "<k>:<prev>:<curr>" (current window index,
+--          admitted in window k-1, admitted in window k)
+-- ARGV[1], ARGV[2]  time source and deadline (see prologue.lua)
+-- ARGV[3]  limit    ARGV[4]  window (µs)    ARGV[5]  cost (0 peeks)
+-- Reply    {allowed, remaining, reset_after µs, retry_after µs, 0} or {-1}
+-- Rule     with e = now - k·window: allowed iff
+--          prev·(window - e) + (curr + cost)·window <= limit·window
+--          (2·limit·window < 2^53 is checked in Rust, so this is exact).
+-- Writes   only when admitting a cost > 0: SET with PX = until the end of
+--          the next window, when both counts have aged out.
+
+local function sliding_window(key, now, limit, window, cost)
+  local current = floor_div(now, window)
+  local k, prev, curr = current, 0, 0
+  local stored = redis.call('GET', key)
+  if stored then
+    local sk, sp, sc = string.match(stored, '^(%d+):(%d+):(%d+)$')
+    sk = tonumber(sk)
+    if sk then
+      if sk >= current then
+        k, prev, curr = sk, tonumber(sp), tonumber(sc)
+      elseif sk + 1 == current then
+        prev = tonumber(sc)
+      end
+    end
+  end
+  local start = k * window
+  local e = now - start
+  if e < 0 then
+    e = 0
+  end
+  local weighted = prev * (window - e)
+  local allowed = weighted + (curr + cost) * window <= limit * window
+  local after = curr
+  if allowed then
+    after = curr + cost
+  end
+  local remaining = limit * window - weighted - after * window
+  if remaining < 0 then
+    remaining = 0
+  end
+  remaining = floor_div(remaining, window)
+  local retry_at = now
+  if not allowed then
+    if curr + cost <= limit then
+      retry_at = start + window - floor_div((limit - curr - cost) * window, prev)
+    else
+      local wait = window - floor_div((limit - cost) * window, curr)
+      if wait < 0 then
+        wait = 0
+      end
+      retry_at = start + window + wait
+    end
+  end
+  local reset_at = now
+  if after > 0 then
+    reset_at = start + 2 * window
+  elseif prev > 0 then
+    reset_at = start + window
+  end
+  if allowed and cost > 0 and not dry then
+    redis.call('SET', key, int(k) .. ':' .. int(prev) .. ':' .. int(after), 'PX', ttl_ms(reset_at - now))
+  end
+  local reset = reset_at - now
+  if reset < 0 then
+    reset = 0
+  end
+  local retry = retry_at - now
+  if retry < 0 then
+    retry = 0
+  end
+  return {allowed and 1 or 0, remaining, reset, retry, 0}
+end

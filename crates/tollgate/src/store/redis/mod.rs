@@ -1,0 +1,568 @@
+//! The Redis store: every decision is one atomic Lua script on the key's
+//! own Redis key, on a standalone server or a Redis Cluster.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use tollgate::{Policy, Store};
+//! use tollgate::store::redis::RedisStore;
+//!
+//! # async fn run() -> tollgate::Result<()> {
+//! let store = RedisStore::connect("redis://127.0.0.1:6379/").await?;
+//! let books = Policy::fixed_window("books", 120, Duration::from_secs(60))?;
+//! let decision = store.check(&books, b"user-42", 1).await?;
+//! println!("allowed: {}, remaining: {}", decision.allowed, decision.remaining);
+//! # Ok(()) }
+//! ```
+//!
+//! See [`keys`] for the key layout and `lua/` for the scripts' contracts.
+
+mod connection;
+mod error;
+pub mod keys;
+mod scripts;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClientBuilder;
+
+use self::connection::Connection;
+use self::error::store_error;
+use self::keys::{DEFAULT_PREFIX, redis_key, tag, validate_prefix};
+use self::scripts::{Arg, Script, Scripts};
+use super::{BoxFuture, Lease, Request, Store};
+use crate::algorithm::{Algorithm, LeaseId, MAX_EXACT};
+use crate::{Clock, Decision, Error, Policy, Result, StoreErrorKind, validate_key};
+
+/// Where the scripts read the time.
+#[derive(Debug, Clone, Default)]
+pub enum TimeSource {
+    /// The server's clock (`TIME` in the script): application servers with
+    /// skewed clocks still agree. The default.
+    #[default]
+    Server,
+    /// The caller's clock, passed as an argument: for Redis-compatible
+    /// services that refuse `TIME` in scripts, and for the simulator. The
+    /// stored time never moves backwards, so a late request cannot refill
+    /// a bucket.
+    Client(Arc<dyn Clock>),
+}
+
+/// A [`Store`] on Redis or Redis Cluster.
+///
+/// One multiplexed connection is shared by every clone and every caller, so
+/// concurrent decisions pipeline on one socket. Each decision is one
+/// EVALSHA of its algorithm's script on the one Redis key that holds the
+/// whole state of that (policy, key) pair; every key written gets its expiry
+/// in the same script.
+#[derive(Debug, Clone)]
+pub struct RedisStore {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    conn: Connection,
+    prefix: String,
+    time: TimeSource,
+    scripts: Scripts,
+}
+
+/// Configures a [`RedisStore`].
+#[derive(Debug, Clone)]
+pub struct RedisStoreBuilder {
+    urls: Vec<String>,
+    prefix: String,
+    time: TimeSource,
+    connect_timeout: Duration,
+}
+
+impl RedisStoreBuilder {
+    /// Prefixes every key with `prefix` (default `tollgate:`; no braces).
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Reads time from the server (default) or from the caller's clock.
+    pub fn time_source(mut self, time: TimeSource) -> Self {
+        self.time = time;
+        self
+    }
+
+    /// How long to wait for a connection (default 2 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Connects and loads every script. One URL is a standalone server
+    /// (unless that server has cluster mode enabled); several are the seed
+    /// nodes of a cluster.
+    pub async fn connect(self) -> Result<RedisStore> {
+        validate_prefix(&self.prefix)?;
+        let conn = match self.urls.as_slice() {
+            [] => return Err(Error::argument("urls", "at least one Redis URL is needed")),
+            [url] if !cluster_enabled(url, self.connect_timeout).await? => {
+                let client = redis::Client::open(url.as_str()).map_err(|e| bad_url(&e))?;
+                let config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(self.connect_timeout))
+                    .set_number_of_retries(1);
+                Connection::Single(
+                    ConnectionManager::new_with_config(client, config)
+                        .await
+                        .map_err(|e| store_error(&e))?,
+                )
+            }
+            urls => {
+                let client = ClusterClientBuilder::new(urls.iter().map(String::as_str))
+                    .connection_timeout(self.connect_timeout)
+                    .build()
+                    .map_err(|e| bad_url(&e))?;
+                Connection::Cluster(
+                    client
+                        .get_async_connection()
+                        .await
+                        .map_err(|e| store_error(&e))?,
+                )
+            }
+        };
+        let store = RedisStore {
+            inner: Arc::new(Inner {
+                conn,
+                prefix: self.prefix,
+                time: self.time,
+                scripts: Scripts::new(),
+            }),
+        };
+        store.load_scripts().await?;
+        Ok(store)
+    }
+}
+
+fn bad_url(e: &redis::RedisError) -> Error {
+    // The client's parse errors do not echo the URL, so no password leaks.
+    Error::argument("urls", format!("invalid Redis URL: {}", e.kind_str()))
+}
+
+trait KindStr {
+    fn kind_str(&self) -> String;
+}
+
+impl KindStr for redis::RedisError {
+    fn kind_str(&self) -> String {
+        self.detail()
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("{:?}", self.kind()))
+    }
+}
+
+/// Whether the server at `url` runs in cluster mode.
+async fn cluster_enabled(url: &str, timeout: Duration) -> Result<bool> {
+    let client = redis::Client::open(url).map_err(|e| bad_url(&e))?;
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(timeout))
+        .set_response_timeout(Some(timeout));
+    let mut conn = client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .map_err(|e| store_error(&e))?;
+    let info: String = redis::cmd("INFO")
+        .arg("cluster")
+        .query_async(&mut conn)
+        .await
+        .map_err(|e| store_error(&e))?;
+    Ok(info.contains("cluster_enabled:1"))
+}
+
+impl RedisStore {
+    /// A builder for the servers at `urls`.
+    pub fn builder<I, S>(urls: I) -> RedisStoreBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        RedisStoreBuilder {
+            urls: urls.into_iter().map(Into::into).collect(),
+            prefix: DEFAULT_PREFIX.to_string(),
+            time: TimeSource::Server,
+            connect_timeout: Duration::from_secs(2),
+        }
+    }
+
+    /// Connects to one server (or a cluster, through one of its nodes) with
+    /// the default prefix and server time.
+    pub async fn connect(url: &str) -> Result<RedisStore> {
+        RedisStore::builder([url]).connect().await
+    }
+
+    /// Whether this store talks to a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        self.inner.conn.is_cluster()
+    }
+
+    /// The key prefix.
+    pub fn prefix(&self) -> &str {
+        &self.inner.prefix
+    }
+
+    /// The Redis key holding `key`'s state under `policy`.
+    pub fn key_of(&self, policy: &Policy, key: &[u8]) -> Vec<u8> {
+        redis_key(&self.inner.prefix, policy, key)
+    }
+
+    /// How many times scripts were (re)loaded, connect included.
+    pub fn script_loads(&self) -> u64 {
+        self.inner.scripts.all().iter().map(|s| s.loads()).sum()
+    }
+
+    /// Loads every script (on every node of a cluster). Done on connect;
+    /// after a restart or a failover scripts reload themselves on NOSCRIPT.
+    pub async fn load_scripts(&self) -> Result<()> {
+        for script in self.inner.scripts.all() {
+            script
+                .load(&self.inner.conn)
+                .await
+                .map_err(|e| store_error(&e))?;
+        }
+        Ok(())
+    }
+
+    /// ARGV[1] and ARGV[2]: the time source and the deadline.
+    fn time_args(&self) -> Result<[Arg<'static>; 2]> {
+        match &self.inner.time {
+            TimeSource::Server => Ok([Arg::Str("s"), Arg::Int(0)]),
+            TimeSource::Client(clock) => {
+                let now = clock.now_micros();
+                if now >= MAX_EXACT {
+                    return Err(Error::argument(
+                        "now",
+                        format!("the client clock reads {now}µs, beyond 2^53"),
+                    ));
+                }
+                Ok([Arg::Int(now), Arg::Int(0)])
+            }
+        }
+    }
+
+    fn script_for(&self, algorithm: &Algorithm) -> &Script {
+        let s = &self.inner.scripts;
+        match algorithm {
+            Algorithm::FixedWindow(_) => &s.fixed_window,
+            Algorithm::SlidingWindow(_) => &s.sliding_window,
+            Algorithm::SlidingLog(_) => &s.sliding_log,
+            Algorithm::TokenBucket(_) => &s.token_bucket,
+            Algorithm::Gcra(_) => &s.gcra,
+            Algorithm::LeakyBucket(_) => &s.leaky_bucket,
+            Algorithm::Concurrency(_) => &s.concurrency,
+        }
+    }
+
+    async fn run(&self, script: &Script, keys: &[&[u8]], args: &[Arg<'_>]) -> Result<Vec<i64>> {
+        let reply = script
+            .run(&self.inner.conn, keys, args)
+            .await
+            .map_err(|e| store_error(&e))?;
+        if reply.first() == Some(&-1) {
+            return Err(Error::Store {
+                kind: StoreErrorKind::Timeout,
+                message: format!(
+                    "the server ran {} after the decision's deadline; nothing was written",
+                    script.name()
+                ),
+            });
+        }
+        Ok(reply)
+    }
+
+    async fn decide(
+        &self,
+        policy: &Policy,
+        key: &[u8],
+        cost: u64,
+        max_wait: u64,
+    ) -> Result<Decision> {
+        let redis_key = self.key_of(policy, key);
+        let [time, deadline] = self.time_args()?;
+        let mut args = vec![time, deadline];
+        args.extend(
+            params(policy.algorithm(), cost, max_wait)
+                .into_iter()
+                .map(Arg::Int),
+        );
+        let reply = self
+            .run(self.script_for(policy.algorithm()), &[&redis_key], &args)
+            .await?;
+        decision(policy, &reply)
+    }
+
+    async fn lease(
+        &self,
+        policy: &Policy,
+        key: &[u8],
+        op: &str,
+        id: LeaseId,
+    ) -> Result<(Decision, bool)> {
+        let Algorithm::Concurrency(c) = policy.algorithm() else {
+            return Err(Error::Unsupported {
+                operation: if op == "acquire" {
+                    "acquire_lease"
+                } else {
+                    "release_lease"
+                },
+                algorithm: policy.algorithm().name(),
+            });
+        };
+        validate_key(key)?;
+        let redis_key = self.key_of(policy, key);
+        let id = id.to_string();
+        let [time, deadline] = self.time_args()?;
+        let args = [
+            time,
+            deadline,
+            Arg::Int(c.limit()),
+            Arg::Int(c.lease_micros()),
+            Arg::Str(op),
+            Arg::Str(&id),
+        ];
+        let reply = self
+            .run(&self.inner.scripts.concurrency, &[&redis_key], &args)
+            .await?;
+        Ok((decision(policy, &reply)?, reply[0] == 1))
+    }
+
+    async fn batch(&self, requests: &[Request<'_>]) -> Result<Vec<Decision>> {
+        let keys: Vec<Vec<u8>> = requests
+            .iter()
+            .map(|r| self.key_of(r.policy, r.key))
+            .collect();
+        for (i, k) in keys.iter().enumerate() {
+            if keys[..i].contains(k) {
+                return Err(Error::argument(
+                    "checks",
+                    format!(
+                        "policy `{}` and the same key appear twice in one atomic batch",
+                        requests[i].policy.name()
+                    ),
+                ));
+            }
+        }
+        if self.is_cluster() {
+            let first = keys::slot(&keys[0]);
+            if keys.iter().any(|k| keys::slot(k) != first) {
+                return Err(Error::argument(
+                    "atomic",
+                    "on Redis Cluster an atomic batch needs all its keys in one slot; these are in several",
+                ));
+            }
+        }
+        let [time, deadline] = self.time_args()?;
+        let mut args = vec![time, deadline, Arg::Int(requests.len() as u64)];
+        for r in requests {
+            args.push(Arg::Str(tag(r.policy.algorithm())));
+            let mut p = params(r.policy.algorithm(), r.cost, 0);
+            p.resize(6, 0);
+            args.extend(p.into_iter().map(Arg::Int));
+        }
+        let key_refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let reply = self
+            .run(&self.inner.scripts.batch, &key_refs, &args)
+            .await?;
+        let all = reply.chunks(5).all(|r| r[0] == 1);
+        requests
+            .iter()
+            .zip(reply.chunks(5))
+            .map(|(r, chunk)| {
+                let d = decision(r.policy, chunk)?;
+                Ok(if all {
+                    d
+                } else {
+                    // Denied as a whole: those that would have passed alone
+                    // are reported denied with a zero retry_after.
+                    Decision {
+                        allowed: false,
+                        retry_after: if d.allowed {
+                            Duration::ZERO
+                        } else {
+                            d.retry_after
+                        },
+                        delay: Duration::ZERO,
+                        ..d
+                    }
+                })
+            })
+            .collect()
+    }
+
+    fn validate(policy: &Policy, key: &[u8], cost: u64) -> Result<()> {
+        validate_key(key)?;
+        if let Algorithm::Concurrency(_) = policy.algorithm() {
+            return Err(Error::Unsupported {
+                operation: "check",
+                algorithm: "concurrency",
+            });
+        }
+        policy.validate_cost(cost)
+    }
+}
+
+/// The algorithm's parameters as its script reads them (after ARGV[2]).
+fn params(algorithm: &Algorithm, cost: u64, max_wait: u64) -> Vec<u64> {
+    match algorithm {
+        Algorithm::FixedWindow(a) => vec![a.limit(), a.window_micros(), cost],
+        Algorithm::SlidingWindow(a) => vec![a.limit(), a.window_micros(), cost],
+        Algorithm::SlidingLog(a) => vec![a.limit(), a.window_micros(), cost],
+        Algorithm::TokenBucket(a) => {
+            let r = a.rate();
+            vec![
+                r.units_per_micro,
+                r.units_per_token,
+                a.burst() * r.units_per_token,
+                a.burst(),
+                cost,
+                max_wait,
+            ]
+        }
+        Algorithm::Gcra(a) => {
+            let r = a.rate();
+            vec![
+                r.units_per_micro,
+                r.units_per_token,
+                a.burst() * r.units_per_token,
+                a.burst(),
+                cost,
+                max_wait,
+            ]
+        }
+        Algorithm::LeakyBucket(a) => {
+            let r = a.rate();
+            vec![
+                r.units_per_micro,
+                r.units_per_token,
+                a.capacity() * r.units_per_token,
+                a.capacity(),
+                cost,
+            ]
+        }
+        Algorithm::Concurrency(a) => vec![a.limit(), a.lease_micros()],
+    }
+}
+
+/// A decision from a script's reply `{allowed, remaining, reset, retry, delay}`.
+fn decision(policy: &Policy, reply: &[i64]) -> Result<Decision> {
+    let [allowed, remaining, reset, retry, delay] = reply[..] else {
+        return Err(Error::Store {
+            kind: StoreErrorKind::Protocol,
+            message: format!("a script replied {} values instead of 5", reply.len()),
+        });
+    };
+    if [remaining, reset, retry, delay].iter().any(|&v| v < 0) {
+        return Err(Error::Store {
+            kind: StoreErrorKind::Protocol,
+            message: format!("a script replied a negative value: {reply:?}"),
+        });
+    }
+    Ok(Decision::from_micros(
+        allowed == 1,
+        policy.limit(),
+        remaining as u64,
+        reset as u64,
+        retry as u64,
+        delay as u64,
+    ))
+}
+
+impl Store for RedisStore {
+    fn check<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        cost: u64,
+    ) -> BoxFuture<'a, Result<Decision>> {
+        Box::pin(async move {
+            RedisStore::validate(policy, key, cost)?;
+            self.decide(policy, key, cost, 0).await
+        })
+    }
+
+    fn reserve<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        cost: u64,
+        max_wait: Duration,
+    ) -> BoxFuture<'a, Result<Decision>> {
+        Box::pin(async move {
+            validate_key(key)?;
+            let max_wait = policy.validate_reservation(cost, max_wait)?;
+            self.decide(policy, key, cost, max_wait).await
+        })
+    }
+
+    fn check_many<'a>(
+        &'a self,
+        requests: &'a [Request<'a>],
+        atomic: bool,
+    ) -> BoxFuture<'a, Result<Vec<Decision>>> {
+        Box::pin(async move {
+            for r in requests {
+                RedisStore::validate(r.policy, r.key, r.cost)?;
+            }
+            if requests.is_empty() {
+                return Ok(Vec::new());
+            }
+            if atomic {
+                return self.batch(requests).await;
+            }
+            // Concurrent EVALSHAs on the multiplexed connection go out as
+            // one pipeline (one per node on a cluster), each reloading its
+            // script on NOSCRIPT by itself.
+            let decisions = futures_util::future::join_all(
+                requests
+                    .iter()
+                    .map(|r| self.decide(r.policy, r.key, r.cost, 0)),
+            )
+            .await;
+            decisions.into_iter().collect()
+        })
+    }
+
+    fn acquire_lease<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+    ) -> BoxFuture<'a, Result<Lease>> {
+        Box::pin(async move {
+            let id = LeaseId::random();
+            let (decision, taken) = self.lease(policy, key, "acquire", id).await?;
+            Ok(Lease {
+                decision,
+                id: taken.then_some(id),
+            })
+        })
+    }
+
+    fn release_lease<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        lease: LeaseId,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move { Ok(self.lease(policy, key, "release", lease).await?.1) })
+    }
+
+    fn reset<'a>(&'a self, policy: &'a Policy, key: &'a [u8]) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            validate_key(key)?;
+            let mut cmd = redis::cmd("DEL");
+            cmd.arg(self.key_of(policy, key));
+            self.inner
+                .conn
+                .query(&cmd)
+                .await
+                .map_err(|e| store_error(&e))?;
+            Ok(())
+        })
+    }
+}

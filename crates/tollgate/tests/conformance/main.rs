@@ -1,0 +1,80 @@
+//! One conformance suite, written once in `suite.rs`, run against every
+//! store: memory, Redis standalone and Redis Cluster (both in client-time
+//! mode, so the suite drives time with a manual clock).
+
+mod suite;
+
+/// Instantiates every case of the suite for a store made by `$make`, an
+/// `async fn(ManualClock) -> suite::Harness`.
+macro_rules! conformance {
+    ($make:path) => {
+        conformance!(@cases $make;
+            decisions_match_the_algorithms,
+            reservations_match_the_algorithms,
+            peeks_and_denials_consume_nothing,
+            keys_are_isolated,
+            bad_input_is_rejected_before_the_store,
+            leases_are_limited_released_and_expire,
+            reset_forgets_a_key,
+            atomic_batches_are_all_or_nothing,
+            non_atomic_batches_decide_each,
+        );
+    };
+    (@cases $make:path; $($case:ident),+ $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let clock = tollgate::ManualClock::new(1_700_000_000_000_000);
+                let harness = $make(clock.clone()).await;
+                crate::suite::$case(&harness, &clock).await;
+                harness.finish().await;
+            }
+        )+
+    };
+}
+
+mod memory {
+    use super::suite::Harness;
+
+    async fn make(clock: tollgate::ManualClock) -> Harness {
+        Harness::memory(clock)
+    }
+
+    conformance!(make);
+}
+
+#[cfg(feature = "redis")]
+mod redis_standalone {
+    use super::suite::Harness;
+    use std::sync::OnceLock;
+    use tollgate_testkit::RedisServer;
+
+    fn server() -> &'static RedisServer {
+        static SERVER: OnceLock<RedisServer> = OnceLock::new();
+        SERVER.get_or_init(RedisServer::start)
+    }
+
+    async fn make(clock: tollgate::ManualClock) -> Harness {
+        Harness::redis(vec![server().url()], clock).await
+    }
+
+    conformance!(make);
+}
+
+#[cfg(feature = "redis")]
+mod redis_cluster {
+    use super::suite::Harness;
+    use std::sync::OnceLock;
+    use tollgate_testkit::RedisCluster;
+
+    fn cluster() -> &'static RedisCluster {
+        static CLUSTER: OnceLock<RedisCluster> = OnceLock::new();
+        CLUSTER.get_or_init(|| RedisCluster::start(3, 1))
+    }
+
+    async fn make(clock: tollgate::ManualClock) -> Harness {
+        Harness::redis(cluster().seed_urls(), clock).await
+    }
+
+    conformance!(make);
+}

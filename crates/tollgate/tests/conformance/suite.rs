@@ -1,0 +1,438 @@
+//! The cases. Each takes a harness (a store and what the case needs to see
+//! behind it) and the manual clock the store reads.
+
+use std::time::Duration;
+
+use tollgate::algorithm::State;
+use tollgate::{Decision, Error, ManualClock, MemoryStore, Policy, Request, Store};
+
+/// A store under test, and a view of what it holds.
+pub(crate) struct Harness {
+    pub(crate) store: Box<dyn Store>,
+    backend: Backend,
+}
+
+enum Backend {
+    Memory(MemoryStore<ManualClock>),
+    #[cfg(feature = "redis")]
+    Redis {
+        prefix: String,
+        nodes: Vec<String>,
+        cluster: bool,
+    },
+}
+
+impl Harness {
+    pub(crate) fn memory(clock: ManualClock) -> Harness {
+        let store = MemoryStore::with_clock(clock);
+        Harness {
+            store: Box::new(store.clone()),
+            backend: Backend::Memory(store),
+        }
+    }
+
+    #[cfg(feature = "redis")]
+    pub(crate) async fn redis(urls: Vec<String>, clock: ManualClock) -> Harness {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicU64, Ordering};
+        use tollgate::store::redis::{RedisStore, TimeSource};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let prefix = format!("conf{}:", NEXT.fetch_add(1, Ordering::Relaxed));
+        let store = RedisStore::builder(urls.clone())
+            .prefix(prefix.clone())
+            .time_source(TimeSource::Client(Arc::new(clock)))
+            .connect()
+            .await
+            .expect("connect to the test server");
+        let cluster = store.is_cluster();
+        Harness {
+            store: Box::new(store),
+            backend: Backend::Redis {
+                prefix,
+                nodes: urls,
+                cluster,
+            },
+        }
+    }
+
+    pub(crate) fn is_cluster(&self) -> bool {
+        match &self.backend {
+            Backend::Memory(_) => false,
+            #[cfg(feature = "redis")]
+            Backend::Redis { cluster, .. } => *cluster,
+        }
+    }
+
+    /// The keys the store holds for this harness, each with its TTL in ms
+    /// (memory: `None`, it keeps an expiry per entry by construction).
+    pub(crate) fn keys(&self) -> Vec<(Vec<u8>, Option<i64>)> {
+        match &self.backend {
+            Backend::Memory(m) => vec![(Vec::new(), None); m.len()],
+            #[cfg(feature = "redis")]
+            Backend::Redis { prefix, nodes, .. } => {
+                let mut out = Vec::new();
+                for url in nodes {
+                    let client = redis::Client::open(url.as_str()).unwrap();
+                    let mut con = client.get_connection().unwrap();
+                    let role: Vec<redis::Value> = redis::cmd("ROLE").query(&mut con).unwrap();
+                    if role.first() != Some(&redis::Value::BulkString(b"master".to_vec())) {
+                        continue; // replicas answer MOVED; their primary is listed too
+                    }
+                    let keys: Vec<Vec<u8>> = redis::cmd("KEYS")
+                        .arg(format!("{prefix}*"))
+                        .query(&mut con)
+                        .unwrap();
+                    for key in keys {
+                        let ttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut con).unwrap();
+                        out.push((key, Some(ttl)));
+                    }
+                }
+                out
+            }
+        }
+    }
+
+    /// Checks what every case must leave behind: no key without a TTL.
+    pub(crate) async fn finish(self) {
+        for (key, ttl) in self.keys() {
+            if let Some(ttl) = ttl {
+                assert!(
+                    ttl > 0,
+                    "key {:?} has PTTL {ttl}: every key must expire",
+                    String::from_utf8_lossy(&key)
+                );
+            }
+        }
+    }
+}
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+/// One policy of every algorithm but concurrency, with rates that do not
+/// divide their periods (so the exact fractions are exercised).
+fn policies() -> Vec<Policy> {
+    vec![
+        Policy::fixed_window("fw", 7, Duration::from_millis(1_500)).unwrap(),
+        Policy::sliding_window("sw", 9, secs(2)).unwrap(),
+        Policy::sliding_log("sl", 6, Duration::from_millis(1_700)).unwrap(),
+        Policy::token_bucket("tb", 3, secs(1), 5).unwrap(),
+        Policy::gcra("gcra", 7, secs(3), 4).unwrap(),
+        Policy::leaky_bucket("lb", 5, secs(2), 4).unwrap(),
+    ]
+}
+
+/// The reference: the pure algorithm on a local state per key.
+struct Model {
+    states: Vec<((String, Vec<u8>), State)>,
+}
+
+impl Model {
+    fn new() -> Model {
+        Model { states: Vec::new() }
+    }
+
+    fn decide(
+        &mut self,
+        policy: &Policy,
+        key: &[u8],
+        now: u64,
+        cost: u64,
+        max_wait: u64,
+    ) -> Decision {
+        let id = (policy.name().to_string(), key.to_vec());
+        let slot = match self.states.iter().position(|(k, _)| *k == id) {
+            Some(i) => i,
+            None => {
+                self.states.push((id, policy.algorithm().fresh_state()));
+                self.states.len() - 1
+            }
+        };
+        policy
+            .algorithm()
+            .decide(&mut self.states[slot].1, now, cost, max_wait)
+    }
+}
+
+pub(crate) async fn decisions_match_the_algorithms(h: &Harness, clock: &ManualClock) {
+    let mut rng = fastrand::Rng::with_seed(7);
+    let mut model = Model::new();
+    let keys: [&[u8]; 3] = [b"alice", b"bob", b"carol"];
+    let policies = policies();
+    let mut allowed = 0;
+    for step in 0..400 {
+        let gap = match rng.u8(..4) {
+            0 => 0,
+            1 => rng.u64(..1_000),
+            2 => rng.u64(..20_000),
+            _ => rng.u64(..400_000),
+        };
+        clock.advance(Duration::from_micros(gap));
+        let policy = &policies[rng.usize(..policies.len())];
+        let key = keys[rng.usize(..keys.len())];
+        let cost = rng.u64(..=policy.limit());
+        let got = h.store.check(policy, key, cost).await.unwrap();
+        let want = model.decide(policy, key, tollgate::Clock::now_micros(clock), cost, 0);
+        assert_eq!(got, want, "step {step}: {} cost {cost}", policy.name());
+        allowed += got.allowed as u32;
+    }
+    assert!(
+        allowed > 50 && allowed < 390,
+        "a mix of answers: {allowed} allowed"
+    );
+}
+
+pub(crate) async fn reservations_match_the_algorithms(h: &Harness, clock: &ManualClock) {
+    let mut rng = fastrand::Rng::with_seed(11);
+    let mut model = Model::new();
+    let policies = [
+        Policy::token_bucket("rtb", 3, secs(1), 4).unwrap(),
+        Policy::gcra("rgcra", 3, secs(1), 4).unwrap(),
+    ];
+    let mut waited = 0;
+    for step in 0..200 {
+        clock.advance(Duration::from_micros(rng.u64(..400_000)));
+        let policy = &policies[step % 2];
+        let cost = rng.u64(1..=4);
+        let max_wait = rng.u64(..3_000_000);
+        let got = h
+            .store
+            .reserve(policy, b"k", cost, Duration::from_micros(max_wait))
+            .await
+            .unwrap();
+        let want = model.decide(
+            policy,
+            b"k",
+            tollgate::Clock::now_micros(clock),
+            cost,
+            max_wait,
+        );
+        assert_eq!(
+            got,
+            want,
+            "step {step}: {} cost {cost} max_wait {max_wait}",
+            policy.name()
+        );
+        waited += (got.allowed && !got.delay.is_zero()) as u32;
+    }
+    assert!(waited > 10, "some reservations waited: {waited}");
+}
+
+pub(crate) async fn peeks_and_denials_consume_nothing(h: &Harness, _clock: &ManualClock) {
+    for policy in policies() {
+        let fresh = h.store.check(&policy, b"p", 0).await.unwrap();
+        assert!(fresh.allowed);
+        assert_eq!(fresh.remaining, policy.limit(), "{}", policy.name());
+        let all = h.store.check(&policy, b"p", policy.limit()).await.unwrap();
+        assert!(all.allowed, "{}", policy.name());
+        assert_eq!(all.remaining, 0);
+        for _ in 0..3 {
+            let denied = h.store.check(&policy, b"p", 1).await.unwrap();
+            assert!(!denied.allowed, "{}", policy.name());
+            assert!(!denied.retry_after.is_zero());
+        }
+        let peek = h.store.check(&policy, b"p", 0).await.unwrap();
+        assert_eq!(peek.remaining, 0, "{}", policy.name());
+    }
+}
+
+pub(crate) async fn keys_are_isolated(h: &Harness, _clock: &ManualClock) {
+    let policy = Policy::fixed_window("iso", 2, secs(60)).unwrap();
+    let other = Policy::fixed_window("iso2", 2, secs(60)).unwrap();
+    let keys: [&[u8]; 9] = [
+        b"a",
+        b"a}",
+        b"{a}",
+        b"a\\]",
+        b"a\\",
+        b"a b\nc",
+        &[0xff, 0xfe, 0x00, 0x7b],
+        b"}{",
+        &[b'x'; tollgate::MAX_KEY_LEN],
+    ];
+    for key in keys {
+        let d = h.store.check(&policy, key, 2).await.unwrap();
+        assert!(d.allowed, "{key:?} starts fresh");
+        assert_eq!(d.remaining, 0);
+    }
+    for key in keys {
+        assert!(
+            !h.store.check(&policy, key, 1).await.unwrap().allowed,
+            "{key:?}"
+        );
+        assert!(
+            h.store.check(&other, key, 1).await.unwrap().allowed,
+            "{key:?} under another policy"
+        );
+    }
+}
+
+pub(crate) async fn bad_input_is_rejected_before_the_store(h: &Harness, _clock: &ManualClock) {
+    let fw = Policy::fixed_window("bad", 5, secs(1)).unwrap();
+    let tb = Policy::token_bucket("badtb", 1, secs(1), 5).unwrap();
+    let cc = Policy::concurrency("badcc", 2, secs(5)).unwrap();
+    let long = vec![b'k'; tollgate::MAX_KEY_LEN + 1];
+    assert!(matches!(
+        h.store.check(&fw, b"", 1).await,
+        Err(Error::InvalidKey { .. })
+    ));
+    assert!(matches!(
+        h.store.check(&fw, &long, 1).await,
+        Err(Error::InvalidKey { .. })
+    ));
+    assert!(matches!(
+        h.store.check(&fw, b"k", 6).await,
+        Err(Error::CostExceedsLimit {
+            cost: 6,
+            limit: 5,
+            ..
+        })
+    ));
+    assert_eq!(
+        h.store
+            .reserve(&fw, b"k", 1, secs(1))
+            .await
+            .unwrap_err()
+            .code(),
+        "unsupported"
+    );
+    assert!(matches!(
+        h.store.reserve(&tb, b"k", 1, secs(10_000_000_000)).await,
+        Err(Error::InvalidArgument {
+            field: "max_wait",
+            ..
+        })
+    ));
+    assert_eq!(
+        h.store.check(&cc, b"k", 1).await.unwrap_err().code(),
+        "unsupported"
+    );
+    assert_eq!(
+        h.store.acquire_lease(&fw, b"k").await.unwrap_err().code(),
+        "unsupported"
+    );
+    let batch = [
+        Request {
+            policy: &fw,
+            key: b"k",
+            cost: 1,
+        },
+        Request {
+            policy: &fw,
+            key: b"",
+            cost: 1,
+        },
+    ];
+    assert!(h.store.check_many(&batch, false).await.is_err());
+    assert!(h.keys().is_empty(), "bad input wrote nothing");
+    assert_eq!(h.store.check(&fw, b"k", 0).await.unwrap().remaining, 5);
+}
+
+pub(crate) async fn leases_are_limited_released_and_expire(h: &Harness, clock: &ManualClock) {
+    let cc = Policy::concurrency("jobs", 2, secs(30)).unwrap();
+    let a = h.store.acquire_lease(&cc, b"w").await.unwrap();
+    let b = h.store.acquire_lease(&cc, b"w").await.unwrap();
+    assert!(a.decision.allowed && b.decision.allowed);
+    assert_eq!(b.decision.remaining, 0);
+    let c = h.store.acquire_lease(&cc, b"w").await.unwrap();
+    assert!(!c.decision.allowed);
+    assert!(c.id.is_none());
+    assert_eq!(c.decision.retry_after, secs(30));
+    assert!(
+        h.store
+            .release_lease(&cc, b"w", a.id.unwrap())
+            .await
+            .unwrap()
+    );
+    assert!(
+        !h.store
+            .release_lease(&cc, b"w", a.id.unwrap())
+            .await
+            .unwrap(),
+        "idempotent"
+    );
+    let d = h.store.acquire_lease(&cc, b"w").await.unwrap();
+    assert!(d.decision.allowed);
+    clock.advance(secs(30));
+    // Both held leases expired by themselves.
+    let e = h.store.acquire_lease(&cc, b"w").await.unwrap();
+    assert!(e.decision.allowed);
+    assert_eq!(e.decision.remaining, 1);
+}
+
+pub(crate) async fn reset_forgets_a_key(h: &Harness, _clock: &ManualClock) {
+    for policy in policies() {
+        assert!(
+            h.store
+                .check(&policy, b"r", policy.limit())
+                .await
+                .unwrap()
+                .allowed
+        );
+        assert!(!h.store.check(&policy, b"r", 1).await.unwrap().allowed);
+        h.store.reset(&policy, b"r").await.unwrap();
+        assert!(
+            h.store.check(&policy, b"r", 1).await.unwrap().allowed,
+            "{}",
+            policy.name()
+        );
+    }
+}
+
+pub(crate) async fn atomic_batches_are_all_or_nothing(h: &Harness, _clock: &ManualClock) {
+    let per_user = Policy::fixed_window("user", 3, secs(60)).unwrap();
+    let per_ip = Policy::token_bucket("ip", 1, secs(60), 2).unwrap();
+    let batch = [
+        Request {
+            policy: &per_user,
+            key: b"u1",
+            cost: 1,
+        },
+        Request {
+            policy: &per_ip,
+            key: b"10.0.0.1",
+            cost: 1,
+        },
+    ];
+    if h.is_cluster() {
+        // Different policies hash to different slots.
+        let err = h.store.check_many(&batch, true).await.unwrap_err();
+        assert_eq!(err.code(), "invalid_argument", "{err}");
+        return;
+    }
+    for _ in 0..2 {
+        let d = h.store.check_many(&batch, true).await.unwrap();
+        assert!(d.iter().all(|d| d.allowed), "{d:?}");
+    }
+    // The IP bucket is empty now: the batch fails, and the user's window
+    // must not be charged for it.
+    let d = h.store.check_many(&batch, true).await.unwrap();
+    assert!(!d[0].allowed && d[0].retry_after.is_zero(), "{:?}", d[0]);
+    assert!(!d[1].allowed && !d[1].retry_after.is_zero(), "{:?}", d[1]);
+    assert_eq!(
+        h.store.check(&per_user, b"u1", 0).await.unwrap().remaining,
+        1
+    );
+}
+
+pub(crate) async fn non_atomic_batches_decide_each(h: &Harness, _clock: &ManualClock) {
+    let a = Policy::fixed_window("na", 1, secs(60)).unwrap();
+    let b = Policy::sliding_log("nb", 2, secs(60)).unwrap();
+    let batch = [
+        Request {
+            policy: &a,
+            key: b"k",
+            cost: 1,
+        },
+        Request {
+            policy: &b,
+            key: b"k",
+            cost: 1,
+        },
+    ];
+    let first = h.store.check_many(&batch, false).await.unwrap();
+    assert!(first.iter().all(|d| d.allowed));
+    let second = h.store.check_many(&batch, false).await.unwrap();
+    assert!(!second[0].allowed && second[1].allowed, "{second:?}");
+}
