@@ -34,8 +34,10 @@ pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(10);
 /// expired entry counts as fresh, and sweeps drop expired entries.
 ///
 /// **Memory is bounded.** At most [`max_keys`](MemoryStoreBuilder::max_keys)
-/// keys are held (rounded up to a multiple of 64, spread over the shards).
-/// When a new key arrives at a full shard, that shard's expired keys are
+/// keys are held (rounded up to a multiple of 64): each of the 64 shards
+/// holds at most `max_keys / 64`, so with a random hash a shard fills up
+/// a little before the whole store does. When a new key arrives at a full
+/// shard, that shard's expired keys are
 /// dropped first; if it is still full, the key closest to expiry among a
 /// sample of 8 is evicted. The evicted key restarts from a fresh state, so
 /// its own limit may over-admit by at most one limit; every other key keeps
@@ -568,5 +570,112 @@ impl<C: Clock> Store for MemoryStore<C> {
 
     fn reset<'a>(&'a self, policy: &'a Policy, key: &'a [u8]) -> BoxFuture<'a, Result<()>> {
         Box::pin(std::future::ready(self.reset_sync(policy, key)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ManualClock;
+
+    fn store(clock: &ManualClock, max_keys: usize) -> MemoryStore<ManualClock> {
+        MemoryStore::builder()
+            .clock(clock.clone())
+            .max_keys(max_keys)
+            .sweep_interval(Duration::from_secs(3600))
+            .build()
+    }
+
+    #[test]
+    fn the_key_cap_holds_and_evicts_the_key_nearest_to_fresh() {
+        let clock = ManualClock::new(1_000_000_000);
+        let store = store(&clock, 500);
+        assert_eq!(store.max_keys(), 512, "rounded up to 8 per shard");
+        let short = Policy::fixed_window("short", 1, Duration::from_millis(10)).unwrap();
+        let long = Policy::fixed_window("long", 1, Duration::from_secs(3600)).unwrap();
+        // One long-lived key per shard is not enough to fill it; flood with
+        // short-lived keys too.
+        assert!(store.check_sync(&long, b"victim?", 1).unwrap().allowed);
+        for i in 0..10_000u32 {
+            store.check_sync(&short, &i.to_be_bytes(), 1).unwrap();
+            assert!(store.len() <= store.max_keys(), "cap exceeded at {i}");
+        }
+        // The long-lived key expires last, so eviction by nearest expiry
+        // keeps it: its limit still holds.
+        assert!(!store.check_sync(&long, b"victim?", 1).unwrap().allowed);
+    }
+
+    #[test]
+    fn at_the_cap_expired_keys_are_dropped_before_any_eviction() {
+        let clock = ManualClock::new(1_000_000_000);
+        // 16 keys per shard; 200 keys spread over 64 shards stay far below
+        // that in every shard (a random hasher seed, but P(> 16) < 1e-8).
+        let store = store(&clock, 1024);
+        let p = Policy::fixed_window("p", 1, Duration::from_millis(10)).unwrap();
+        for i in 0..5_000u32 {
+            store.check_sync(&p, &i.to_be_bytes(), 1).unwrap();
+        }
+        assert!(store.len() <= 1024);
+        clock.advance(Duration::from_millis(10));
+        let long = Policy::fixed_window("long", 1, Duration::from_secs(60)).unwrap();
+        for i in 0..200u32 {
+            store.check_sync(&long, &i.to_be_bytes(), 1).unwrap();
+        }
+        for i in 0..200u32 {
+            assert!(
+                !store
+                    .check_sync(&long, &i.to_be_bytes(), 1)
+                    .unwrap()
+                    .allowed,
+                "key {i} kept its state"
+            );
+        }
+    }
+
+    #[test]
+    fn sweeping_drops_exactly_the_keys_back_to_fresh() {
+        let clock = ManualClock::new(5_000_000);
+        let store = store(&clock, 1 << 16);
+        let tb = Policy::token_bucket("tb", 10, Duration::from_secs(1), 10).unwrap();
+        let log = Policy::sliding_log("log", 5, Duration::from_secs(2)).unwrap();
+        store.check_sync(&tb, b"a", 5).unwrap(); // full again after 500 ms
+        store.check_sync(&log, b"a", 1).unwrap(); // empty again after 2 s
+        store.check_sync(&tb, b"peek", 0).unwrap(); // a peek stores nothing
+        assert_eq!(store.len(), 2);
+        clock.advance(Duration::from_millis(499));
+        assert_eq!(store.sweep(), 0);
+        clock.advance(Duration::from_millis(1));
+        assert_eq!(store.sweep(), 1);
+        assert_eq!(store.check_sync(&tb, b"a", 0).unwrap().remaining, 10);
+        clock.advance(Duration::from_millis(1_500));
+        assert_eq!(store.sweep(), 1);
+        assert!(store.is_empty());
+    }
+
+    #[test]
+    fn sweeps_run_by_themselves_as_new_keys_arrive() {
+        let clock = ManualClock::new(0);
+        let store = MemoryStore::builder()
+            .clock(clock.clone())
+            .sweep_interval(Duration::from_secs(1))
+            .build();
+        let p = Policy::fixed_window("p", 1, Duration::from_millis(100)).unwrap();
+        for i in 0..100u32 {
+            store.check_sync(&p, &i.to_be_bytes(), 1).unwrap();
+        }
+        clock.advance(Duration::from_secs(2));
+        store.check_sync(&p, b"new", 1).unwrap();
+        assert_eq!(store.len(), 1);
+    }
+
+    #[test]
+    fn a_policy_that_changes_algorithm_starts_fresh() {
+        let clock = ManualClock::new(0);
+        let store = store(&clock, 1024);
+        let before = Policy::fixed_window("api", 1, Duration::from_secs(60)).unwrap();
+        let after = Policy::sliding_log("api", 1, Duration::from_secs(60)).unwrap();
+        assert!(store.check_sync(&before, b"k", 1).unwrap().allowed);
+        assert!(!store.check_sync(&before, b"k", 1).unwrap().allowed);
+        assert!(store.check_sync(&after, b"k", 1).unwrap().allowed);
     }
 }
