@@ -265,6 +265,9 @@ impl<C: Clock> MemoryStore<C> {
                 .collect());
         }
         let keys: Vec<MapKey> = requests.iter().map(|r| map_key(r.policy, r.key)).collect();
+        if let Some(i) = (1..keys.len()).find(|&i| keys[..i].contains(&keys[i])) {
+            return Err(super::duplicate_in_batch(requests[i].policy));
+        }
         let mut shard_ids: Vec<usize> = keys.iter().map(|k| self.shard_of(k)).collect();
         shard_ids.sort_unstable();
         shard_ids.dedup();
@@ -275,44 +278,27 @@ impl<C: Clock> MemoryStore<C> {
             .map(|&i| (i, self.inner.shards[i].0.lock()))
             .collect();
         let now = self.inner.clock.now_micros();
-        // Decide in order on tentative copies, so a key named twice sees its
-        // own first request.
-        let mut tentative: Vec<(usize, State)> = Vec::new();
-        let mut decisions = Vec::with_capacity(requests.len());
-        for (i, r) in requests.iter().enumerate() {
-            let slot = match tentative.iter().position(|(j, _)| keys[*j] == keys[i]) {
-                Some(p) => p,
-                None => {
-                    let map = &guards
-                        .iter()
-                        .find(|(s, _)| *s == self.shard_of(&keys[i]))
-                        .map(|(_, g)| g);
-                    let state = map
-                        .and_then(|m| m.get(&keys[i][..]))
-                        .filter(|e| e.expires_at > now)
-                        .map_or_else(|| r.policy.algorithm().fresh_state(), |e| e.state.clone());
-                    tentative.push((i, state));
-                    tentative.len() - 1
-                }
-            };
-            let state = &mut tentative[slot].1;
-            decisions.push(r.policy.algorithm().decide(state, now, r.cost, 0));
-        }
+        // Decide every request on a copy of its state; write only if all pass.
+        let mut states: Vec<State> = keys
+            .iter()
+            .zip(requests)
+            .map(|(k, r)| {
+                locked(&mut guards, self.shard_of(k))
+                    .get(&k[..])
+                    .filter(|e| e.expires_at > now)
+                    .map_or_else(|| r.policy.algorithm().fresh_state(), |e| e.state.clone())
+            })
+            .collect();
+        let decisions: Vec<Decision> = requests
+            .iter()
+            .zip(&mut states)
+            .map(|(r, state)| r.policy.algorithm().decide(state, now, r.cost, 0))
+            .collect();
         if decisions.iter().all(|d| d.allowed) {
-            for (i, state) in tentative {
-                let shard = self.shard_of(&keys[i]);
-                let (_, map) = guards
-                    .iter_mut()
-                    .find(|(s, _)| *s == shard)
-                    .expect("every shard of the batch is locked");
-                let mut probe = state.clone();
-                let reset = requests[i]
-                    .policy
-                    .algorithm()
-                    .decide(&mut probe, now, 0, 0)
-                    .reset_after
-                    .as_micros() as u64;
-                self.store_entry(map, &keys[i], state, now, reset);
+            for ((key, state), d) in keys.iter().zip(states).zip(&decisions) {
+                let reset = d.reset_after.as_micros() as u64;
+                let map = locked(&mut guards, self.shard_of(key));
+                self.store_entry(map, key, state, now, reset);
             }
             return Ok(decisions);
         }
@@ -482,6 +468,15 @@ impl<C: Clock> MemoryStore<C> {
             self.sweep();
         }
     }
+}
+
+/// The locked map of `shard` among a batch's guards (sorted by shard).
+fn locked<'g>(
+    guards: &'g mut [(usize, MutexGuard<'_, ShardMap>)],
+    shard: usize,
+) -> &'g mut ShardMap {
+    let at = guards.partition_point(|(s, _)| *s < shard);
+    &mut guards[at].1
 }
 
 fn require_concurrency(policy: &Policy, operation: &'static str) -> Result<()> {

@@ -11,7 +11,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use crate::algorithm::LeaseId;
-use crate::{Decision, Policy, Result};
+use crate::{Decision, Error, Policy, Result};
 
 pub mod memory;
 #[cfg(feature = "redis")]
@@ -69,7 +69,8 @@ pub trait Store: Debug + Send + Sync {
     /// Decides several requests at once, in order. With `atomic`, either all
     /// are admitted and consume, or none consumes: then every decision is a
     /// denial, and those that would have passed alone have a zero
-    /// `retry_after`.
+    /// `retry_after`. A (policy, key) pair may appear only once in an atomic
+    /// batch.
     fn check_many<'a>(
         &'a self,
         requests: &'a [Request<'a>],
@@ -93,6 +94,18 @@ pub trait Store: Debug + Send + Sync {
 
     /// Forgets everything about `key` under `policy`.
     fn reset<'a>(&'a self, policy: &'a Policy, key: &'a [u8]) -> BoxFuture<'a, Result<()>>;
+}
+
+/// The error for a (policy, key) pair named twice in one atomic batch: both
+/// stores refuse it, so that "all or nothing" means the same everywhere.
+pub(crate) fn duplicate_in_batch(policy: &Policy) -> Error {
+    Error::argument(
+        "checks",
+        format!(
+            "policy `{}` and the same key appear twice in one atomic batch",
+            policy.name()
+        ),
+    )
 }
 
 /// Waits for a reservation: reserves `cost` with a wait of at most

@@ -409,6 +409,9 @@ pub(crate) async fn atomic_batches_are_all_or_nothing(h: &Harness, _clock: &Manu
     // must not be charged for it.
     let d = h.store.check_many(&batch, true).await.unwrap();
     assert!(!d[0].allowed && d[0].retry_after.is_zero(), "{:?}", d[0]);
+    let twice = [batch[0], batch[0]];
+    let err = h.store.check_many(&twice, true).await.unwrap_err();
+    assert_eq!(err.code(), "invalid_argument", "{err}");
     assert!(!d[1].allowed && !d[1].retry_after.is_zero(), "{:?}", d[1]);
     assert_eq!(
         h.store.check(&per_user, b"u1", 0).await.unwrap().remaining,

@@ -339,13 +339,7 @@ impl RedisStore {
             .collect();
         for (i, k) in keys.iter().enumerate() {
             if keys[..i].contains(k) {
-                return Err(Error::argument(
-                    "checks",
-                    format!(
-                        "policy `{}` and the same key appear twice in one atomic batch",
-                        requests[i].policy.name()
-                    ),
-                ));
+                return Err(super::duplicate_in_batch(requests[i].policy));
             }
         }
         if self.is_cluster() {
