@@ -1,0 +1,248 @@
+//! [`RateLimitLayer`] and its builder.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use tollgate::{Error, Policy, Store};
+use tower_layer::Layer;
+
+use crate::limit::Limit;
+use crate::limiter::Limiter;
+use crate::{KeyExtractor, RateLimit};
+
+/// How a layer with several quota policies asks the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum CheckMode {
+    /// One atomic batch ([`Store::check_many`] with `atomic`): the request
+    /// consumes from every policy, or, when any denies, from none. A
+    /// request denied by its per-user limit then costs nothing from its
+    /// per-address limit. One round trip. The default.
+    ///
+    /// A store that cannot run the batch atomically (on Redis Cluster the
+    /// keys of different policies are in different slots) refuses it
+    /// without consuming; the layer then logs a warning once and checks in
+    /// [`Sequential`](CheckMode::Sequential) order from then on.
+    #[default]
+    Atomic,
+    /// One check per policy, in the order they were added, stopping at the
+    /// first denial: the policies before the one that denied have consumed
+    /// (fewer requests pass than the limits allow, never more), those
+    /// after it have not. One round trip per policy.
+    Sequential,
+}
+
+/// How the layer's own answers (denials, errors) are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ResponseFormat {
+    /// gRPC statuses for requests whose `content-type` starts with
+    /// `application/grpc`, HTTP problem details for the others: one layer
+    /// serves an axum app with tonic services routed inside. The default.
+    #[default]
+    Auto,
+    /// HTTP status codes with `application/problem+json` bodies.
+    Http,
+    /// gRPC statuses (`RESOURCE_EXHAUSTED`, `UNAVAILABLE`, ...) in a
+    /// trailers-only response.
+    Grpc,
+}
+
+/// Applies rate limits to a service: wraps it in a [`RateLimit`].
+///
+/// Cloning a layer is cheap, and every service it wraps shares its limits
+/// (and the store's state).
+#[derive(Debug, Clone)]
+pub struct RateLimitLayer {
+    limiter: Arc<Limiter>,
+}
+
+impl RateLimitLayer {
+    /// A layer applying `policy` to requests keyed by `extractor`, each
+    /// costing 1: the one-line integration.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{MemoryStore, Policy};
+    /// use tollgate_tower::{RateLimitLayer, extract::PeerIp};
+    ///
+    /// let per_ip = Policy::gcra("per-ip", 10, Duration::from_secs(1), 20)?;
+    /// let layer = RateLimitLayer::new(MemoryStore::new(), per_ip, PeerIp::new());
+    /// # Ok::<(), tollgate::Error>(())
+    /// ```
+    pub fn new<S: Store + 'static>(
+        store: S,
+        policy: Policy,
+        extractor: impl KeyExtractor,
+    ) -> RateLimitLayer {
+        let limit = Limit {
+            policy,
+            extractor: Box::new(extractor),
+            cost: 1,
+        };
+        RateLimitLayer {
+            limiter: Arc::new(Limiter::new(
+                Arc::new(store),
+                vec![limit],
+                CheckMode::default(),
+                ResponseFormat::default(),
+            )),
+        }
+    }
+
+    /// A builder for several limits on `store`.
+    pub fn builder<S: Store + 'static>(store: S) -> RateLimitLayerBuilder {
+        RateLimitLayer::builder_shared(Arc::new(store))
+    }
+
+    /// A builder for several limits on a store shared with other code.
+    pub fn builder_shared(store: Arc<dyn Store>) -> RateLimitLayerBuilder {
+        RateLimitLayerBuilder {
+            store,
+            limits: Vec::new(),
+            mode: CheckMode::default(),
+            format: ResponseFormat::default(),
+        }
+    }
+}
+
+impl<S> Layer<S> for RateLimitLayer {
+    type Service = RateLimit<S>;
+
+    fn layer(&self, inner: S) -> RateLimit<S> {
+        RateLimit::from_limiter(inner, self.limiter.clone())
+    }
+}
+
+/// Builds a [`RateLimitLayer`] with several limits.
+///
+/// A request passes only if every limit that applies to it allows it.
+///
+/// ```
+/// use std::time::Duration;
+/// use http::HeaderName;
+/// use tollgate::{MemoryStore, Policy};
+/// use tollgate_tower::RateLimitLayer;
+/// use tollgate_tower::extract::{Header, PeerIp};
+///
+/// let layer = RateLimitLayer::builder(MemoryStore::new())
+///     .limit(Policy::gcra("per-ip", 10, Duration::from_secs(1), 20)?, PeerIp::new())
+///     .limit_with_cost(
+///         Policy::fixed_window("per-key", 1000, Duration::from_secs(3600))?,
+///         Header::new(HeaderName::from_static("x-api-key")),
+///         5,
+///     )
+///     .limit(Policy::concurrency("in-flight", 4, Duration::from_secs(30))?, PeerIp::new())
+///     .build()?;
+/// # Ok::<(), tollgate::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct RateLimitLayerBuilder {
+    store: Arc<dyn Store>,
+    limits: Vec<Limit>,
+    mode: CheckMode,
+    format: ResponseFormat,
+}
+
+impl RateLimitLayerBuilder {
+    /// Applies `policy` to requests keyed by `extractor`, each costing 1.
+    ///
+    /// A concurrency policy takes a lease per request, held until the
+    /// response body ends or is dropped; a leaky bucket delays requests by
+    /// its backlog instead of denying them while its queue has room.
+    pub fn limit(self, policy: Policy, extractor: impl KeyExtractor) -> Self {
+        self.limit_with_cost(policy, extractor, 1)
+    }
+
+    /// Applies `policy` with each request costing `cost` (1 to the policy's
+    /// limit; concurrency policies only take 1).
+    pub fn limit_with_cost(
+        mut self,
+        policy: Policy,
+        extractor: impl KeyExtractor,
+        cost: u64,
+    ) -> Self {
+        self.limits.push(Limit {
+            policy,
+            extractor: Box::new(extractor),
+            cost,
+        });
+        self
+    }
+
+    /// How several quota policies are checked (default
+    /// [`CheckMode::Atomic`]).
+    pub fn check_mode(mut self, mode: CheckMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// How the layer's own answers are written (default
+    /// [`ResponseFormat::Auto`]).
+    pub fn response_format(mut self, format: ResponseFormat) -> Self {
+        self.format = format;
+        self
+    }
+
+    /// The layer, once the limits are checked: at least one, names unique,
+    /// every cost between 1 and its policy's limit (1 for concurrency).
+    ///
+    /// These are the mistakes the store would otherwise report on every
+    /// request; they are errors here, naming the policy, so that none of
+    /// them reaches a client.
+    pub fn build(self) -> Result<RateLimitLayer, Error> {
+        if self.limits.is_empty() {
+            return Err(Error::InvalidArgument {
+                field: "limits",
+                reason: "a rate-limit layer needs at least one limit".into(),
+            });
+        }
+        let mut names = HashSet::new();
+        for limit in &self.limits {
+            let name = limit.policy.name();
+            if !names.insert(name) {
+                return Err(Error::InvalidArgument {
+                    field: "limits",
+                    reason: format!(
+                        "policy `{name}` is added twice; policy names must be unique in a layer"
+                    ),
+                });
+            }
+            if limit.is_lease() && limit.cost != 1 {
+                return Err(Error::InvalidArgument {
+                    field: "cost",
+                    reason: format!(
+                        "policy `{name}` is a concurrency policy, which takes one lease per request: the cost must be 1, got {}",
+                        limit.cost
+                    ),
+                });
+            }
+            if limit.cost == 0 {
+                return Err(Error::InvalidArgument {
+                    field: "cost",
+                    reason: format!("must be at least 1 for policy `{name}`, got 0"),
+                });
+            }
+            if let Err(e) = limit.policy.validate_cost(limit.cost) {
+                let reason = match e {
+                    Error::CostExceedsLimit { cost, limit, what } => format!(
+                        "{cost} exceeds the {what} of policy `{name}` ({limit}): no request could ever pass"
+                    ),
+                    other => format!("{other} (policy `{name}`)"),
+                };
+                return Err(Error::InvalidArgument {
+                    field: "cost",
+                    reason,
+                });
+            }
+        }
+        Ok(RateLimitLayer {
+            limiter: Arc::new(Limiter::new(
+                self.store,
+                self.limits,
+                self.mode,
+                self.format,
+            )),
+        })
+    }
+}

@@ -1,0 +1,20 @@
+#![doc = include_str!("../README.md")]
+
+mod body;
+pub mod extract;
+mod future;
+mod headers;
+mod key;
+mod layer;
+mod lease;
+mod limit;
+mod limiter;
+mod rejection;
+mod service;
+
+pub use body::ResponseBody;
+pub use future::ResponseFuture;
+pub use key::{Key, KeyError, KeyExtractor};
+pub use layer::{CheckMode, RateLimitLayer, RateLimitLayerBuilder, ResponseFormat};
+pub use rejection::QUOTA_EXCEEDED;
+pub use service::RateLimit;

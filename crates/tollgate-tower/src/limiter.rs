@@ -1,0 +1,364 @@
+//! The decision for one request: keys from its head, then the store.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use http::header::CONTENT_TYPE;
+use http::request::Parts;
+use tollgate::{Decision, Error, LeaseId, Policy, Request, Store, validate_key};
+
+use crate::headers::RateLimitHeaders;
+use crate::lease::{HeldLease, Leases};
+use crate::limit::Limit;
+use crate::rejection::Rejection;
+use crate::{CheckMode, Key, ResponseFormat};
+
+/// The longest `Retry-After` a concurrency denial gives: its `retry_after`
+/// is when the oldest lease *expires*, a bound for crashed holders, while a
+/// slot usually frees as soon as any request in flight ends.
+const CONCURRENCY_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// Everything a layer knows: the store, the limits, and how to answer.
+#[derive(Debug)]
+pub(crate) struct Limiter {
+    store: Arc<dyn Store>,
+    limits: Vec<Limit>,
+    mode: CheckMode,
+    format: ResponseFormat,
+    /// Set when the store refused an atomic batch (a Redis Cluster cannot
+    /// run one across slots): from then on the policies are checked in
+    /// sequence.
+    atomic_refused: AtomicBool,
+    /// Whether the last store call failed, so that a failure is logged when
+    /// it starts and when it ends, not once per request.
+    store_failing: AtomicBool,
+    /// Whether a setup mistake was logged at `error` already.
+    misconfig_logged: AtomicBool,
+}
+
+/// The keys of one request, before the store is asked.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    /// `(limit index, key)` for every limit that applies, in layer order.
+    keys: Vec<(usize, Key)>,
+    grpc: bool,
+}
+
+impl Plan {
+    /// Whether no limit applies to the request.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+}
+
+/// What the store decided.
+#[derive(Debug)]
+pub(crate) enum Verdict {
+    /// Pass the request on after `delay`, holding `leases` until the
+    /// response ends, and add `headers` to it.
+    Admit {
+        delay: Duration,
+        headers: Option<RateLimitHeaders>,
+        leases: Leases,
+    },
+    /// Answer without calling the inner service.
+    Reject(Rejection),
+}
+
+/// How the middleware treats an error from the store.
+enum Failure {
+    /// Decide without this policy (fail open).
+    PassThrough,
+    /// Answer with this.
+    Reject(Rejection),
+}
+
+impl Limiter {
+    pub(crate) fn new(
+        store: Arc<dyn Store>,
+        limits: Vec<Limit>,
+        mode: CheckMode,
+        format: ResponseFormat,
+    ) -> Limiter {
+        Limiter {
+            store,
+            limits,
+            mode,
+            format,
+            atomic_refused: AtomicBool::new(false),
+            store_failing: AtomicBool::new(false),
+            misconfig_logged: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn policy(&self, limit: usize) -> &Policy {
+        &self.limits[limit].policy
+    }
+
+    /// Keys the request for every limit; extraction is synchronous, so it
+    /// happens in `call`, before the request moves on.
+    pub(crate) fn plan(&self, request: &Parts) -> Result<Plan, Rejection> {
+        let grpc = match self.format {
+            ResponseFormat::Http => false,
+            ResponseFormat::Grpc => true,
+            ResponseFormat::Auto => request
+                .headers
+                .get(CONTENT_TYPE)
+                .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc")),
+        };
+        let mut keys = Vec::with_capacity(self.limits.len());
+        for (i, limit) in self.limits.iter().enumerate() {
+            match limit.extractor.extract(request) {
+                Ok(Some(key)) => {
+                    if let Err(e) = validate_key(key.as_bytes()) {
+                        return Err(Rejection::bad_key(grpc, &bad_key_reason(&e)));
+                    }
+                    keys.push((i, key));
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    self.log_misconfig(limit.policy.name(), &e);
+                    return Err(Rejection::misconfigured(grpc));
+                }
+            }
+        }
+        Ok(Plan { keys, grpc })
+    }
+
+    /// Asks the store about every limit that applies: leases first, then
+    /// quotas, so that a request denied by a quota only held a lease for a
+    /// moment, while one denied by a lease consumed no quota.
+    pub(crate) async fn decide(self: Arc<Self>, plan: Plan) -> Verdict {
+        let grpc = plan.grpc;
+        let mut decided: Vec<(usize, Decision)> = Vec::with_capacity(plan.keys.len());
+        let mut leases = Leases::new();
+        for (i, key) in plan.keys.iter().filter(|(i, _)| self.limits[*i].is_lease()) {
+            match self
+                .store
+                .acquire_lease(self.policy(*i), key.as_bytes())
+                .await
+            {
+                Ok(lease) => {
+                    self.store_answered();
+                    decided.push((*i, lease.decision));
+                    match lease.id {
+                        Some(id) => leases.push(HeldLease::new(self.clone(), *i, key.clone(), id)),
+                        // Dropping `leases` gives back those already taken.
+                        None => return self.deny(decided, grpc),
+                    }
+                }
+                Err(e) => match self.on_error(*i, e, grpc) {
+                    Failure::PassThrough => {}
+                    Failure::Reject(r) => return Verdict::Reject(r),
+                },
+            }
+        }
+        let quotas: Vec<&(usize, Key)> = plan
+            .keys
+            .iter()
+            .filter(|(i, _)| !self.limits[*i].is_lease())
+            .collect();
+        let atomic = self.mode == CheckMode::Atomic && !self.atomic_refused.load(Ordering::Relaxed);
+        let outcome = if quotas.len() > 1 && atomic {
+            self.check_atomic(&quotas, &mut decided, grpc).await
+        } else {
+            self.check_in_sequence(&quotas, &mut decided, grpc).await
+        };
+        if let Some(rejection) = outcome {
+            return Verdict::Reject(rejection);
+        }
+        if decided.iter().any(|(_, d)| !d.allowed) {
+            return self.deny(decided, grpc);
+        }
+        decided.sort_by_key(|(i, _)| *i);
+        Verdict::Admit {
+            delay: decided
+                .iter()
+                .map(|(_, d)| d.delay)
+                .max()
+                .unwrap_or_default(),
+            headers: self.headers(&decided),
+            leases,
+        }
+    }
+
+    /// One check per policy, in layer order, stopping at the first denial
+    /// (the policies after it consume nothing).
+    async fn check_in_sequence(
+        &self,
+        quotas: &[&(usize, Key)],
+        decided: &mut Vec<(usize, Decision)>,
+        grpc: bool,
+    ) -> Option<Rejection> {
+        for (i, key) in quotas {
+            let limit = &self.limits[*i];
+            match self
+                .store
+                .check(&limit.policy, key.as_bytes(), limit.cost)
+                .await
+            {
+                Ok(decision) => {
+                    self.store_answered();
+                    decided.push((*i, decision));
+                    if !decision.allowed {
+                        return None;
+                    }
+                }
+                Err(e) => match self.on_error(*i, e, grpc) {
+                    Failure::PassThrough => {}
+                    Failure::Reject(r) => return Some(r),
+                },
+            }
+        }
+        None
+    }
+
+    /// One atomic batch: every policy consumes, or none does.
+    async fn check_atomic(
+        &self,
+        quotas: &[&(usize, Key)],
+        decided: &mut Vec<(usize, Decision)>,
+        grpc: bool,
+    ) -> Option<Rejection> {
+        let requests: Vec<Request<'_>> = quotas
+            .iter()
+            .map(|(i, key)| Request {
+                policy: &self.limits[*i].policy,
+                key: key.as_bytes(),
+                cost: self.limits[*i].cost,
+            })
+            .collect();
+        match self.store.check_many(&requests, true).await {
+            Ok(decisions) => {
+                self.store_answered();
+                decided.extend(quotas.iter().map(|(i, _)| *i).zip(decisions));
+                None
+            }
+            Err(Error::InvalidArgument {
+                field: "atomic",
+                reason,
+            }) => {
+                // Nothing was consumed; fall back for good, and say so once.
+                if !self.atomic_refused.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        reason,
+                        "the store cannot check these policies atomically; checking them in sequence from now on"
+                    );
+                }
+                self.check_in_sequence(quotas, decided, grpc).await
+            }
+            Err(e) => match self.on_error(quotas[0].0, e, grpc) {
+                Failure::PassThrough => None,
+                Failure::Reject(r) => Some(r),
+            },
+        }
+    }
+
+    /// The `429`: which policies were exceeded and when to come back.
+    fn deny(&self, mut decided: Vec<(usize, Decision)>, grpc: bool) -> Verdict {
+        decided.sort_by_key(|(i, _)| *i);
+        let denied = || decided.iter().filter(|(_, d)| !d.allowed);
+        // In an atomic denial every decision says "denied"; the policies
+        // that were really exceeded are those with a time to wait.
+        let exceeded: Vec<&(usize, Decision)> = if denied().any(|(_, d)| !d.retry_after.is_zero()) {
+            denied().filter(|(_, d)| !d.retry_after.is_zero()).collect()
+        } else {
+            denied().collect()
+        };
+        let retry_after = exceeded
+            .iter()
+            .map(|(i, d)| {
+                if self.limits[*i].is_lease() {
+                    d.retry_after.min(CONCURRENCY_RETRY_AFTER)
+                } else {
+                    d.retry_after
+                }
+            })
+            .max()
+            .unwrap_or_default();
+        let violated: Vec<&str> = exceeded
+            .iter()
+            .map(|(i, _)| self.policy(*i).name())
+            .collect();
+        Verdict::Reject(Rejection::quota_exceeded(
+            grpc,
+            retry_after,
+            &violated,
+            self.headers(&decided),
+        ))
+    }
+
+    fn headers(&self, decided: &[(usize, Decision)]) -> Option<RateLimitHeaders> {
+        RateLimitHeaders::new(decided.iter().map(|(i, d)| (self.policy(*i), d)))
+    }
+
+    /// Gives a lease back (from a spawned task; a failure only means the
+    /// lease expires by itself).
+    pub(crate) async fn release(&self, limit: usize, key: &Key, id: LeaseId) {
+        let policy = self.policy(limit);
+        if let Err(e) = self.store.release_lease(policy, key.as_bytes(), id).await {
+            tracing::debug!(
+                policy = policy.name(),
+                error = %e,
+                "could not give a lease back; it expires by itself"
+            );
+        }
+    }
+
+    /// A store error never becomes a `500`:
+    ///
+    /// - `StoreUnavailable` is the store's own failure policy saying "deny":
+    ///   `503`;
+    /// - any other store failure means the store has no failure policy of
+    ///   its own (a bare `RedisStore`): the policy is skipped and the
+    ///   request passes (fail open), logged when failures start and end;
+    /// - an invalid key is the request's fault: `400`;
+    /// - anything else (a cost over the policy's limit, an unsupported
+    ///   operation) is a setup mistake the builder could not see: `500`,
+    ///   logged.
+    fn on_error(&self, limit: usize, error: Error, grpc: bool) -> Failure {
+        match error {
+            Error::StoreUnavailable => Failure::Reject(Rejection::store_unavailable(grpc)),
+            Error::Store { .. } => {
+                if !self.store_failing.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        error = %error,
+                        "the rate limiter's store failed; requests pass without its limits until it answers"
+                    );
+                }
+                Failure::PassThrough
+            }
+            Error::InvalidKey { .. } => {
+                Failure::Reject(Rejection::bad_key(grpc, &bad_key_reason(&error)))
+            }
+            other => {
+                self.log_misconfig(self.policy(limit).name(), &other);
+                Failure::Reject(Rejection::misconfigured(grpc))
+            }
+        }
+    }
+
+    fn store_answered(&self) {
+        if self.store_failing.load(Ordering::Relaxed)
+            && self.store_failing.swap(false, Ordering::Relaxed)
+        {
+            tracing::info!("the rate limiter's store answers again; its limits apply");
+        }
+    }
+
+    fn log_misconfig(&self, policy: &str, error: &dyn std::fmt::Display) {
+        if !self.misconfig_logged.swap(true, Ordering::Relaxed) {
+            tracing::error!(policy, %error, "rate limiter setup error; requests are answered 500");
+        } else {
+            tracing::debug!(policy, %error, "rate limiter setup error");
+        }
+    }
+}
+
+fn bad_key_reason(error: &Error) -> String {
+    match error {
+        Error::InvalidKey { reason } => reason.clone(),
+        other => other.to_string(),
+    }
+}

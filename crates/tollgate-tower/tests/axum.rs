@@ -1,0 +1,183 @@
+//! The middleware in a real axum router: `oneshot`, a real socket, and two
+//! routers sharing one limit through Redis.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use axum::extract::connect_info::MockConnectInfo;
+use axum::routing::get;
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use hyper_util::rt::TokioIo;
+use tollgate::store::redis::RedisStore;
+use tollgate::{MemoryStore, Policy};
+use tollgate_testkit::RedisServer;
+use tollgate_tower::RateLimitLayer;
+use tollgate_tower::extract::{Global, PeerIp};
+use tower::ServiceExt;
+
+/// The application: one route, limited by `layer`.
+fn app(layer: RateLimitLayer) -> Router {
+    Router::new()
+        .route("/", get(|| async { "hello" }))
+        .layer(layer)
+}
+
+fn per_ip(limit: u64) -> RateLimitLayer {
+    // Refills one token an hour: the test sees exactly `limit`.
+    let policy = Policy::token_bucket("per-ip", 1, Duration::from_secs(3600), limit).unwrap();
+    RateLimitLayer::new(MemoryStore::new(), policy, PeerIp::new())
+}
+
+fn from(ip: &str) -> Request<Body> {
+    let mut request = Request::get("/").body(Body::empty()).unwrap();
+    let addr: SocketAddr = format!("{ip}:40000").parse().unwrap();
+    request.extensions_mut().insert(ConnectInfo(addr));
+    request
+}
+
+fn header<'a>(response: &'a Response<Body>, name: &str) -> Option<&'a str> {
+    response.headers().get(name).map(|v| v.to_str().unwrap())
+}
+
+async fn text(response: Response<Body>) -> String {
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+#[tokio::test]
+async fn oneshot_limits_each_client_address_on_its_own() {
+    let app = app(per_ip(2));
+    for remaining in [1, 0] {
+        let response = app.clone().oneshot(from("198.51.100.7")).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(
+            header(&response, "ratelimit-policy"),
+            Some("\"per-ip\";q=2;w=3600")
+        );
+        let expected = format!("\"per-ip\";r={remaining};t=");
+        assert!(
+            header(&response, "ratelimit")
+                .unwrap()
+                .starts_with(&expected)
+        );
+        assert_eq!(text(response).await, "hello");
+    }
+    let denied = app.clone().oneshot(from("198.51.100.7")).await.unwrap();
+    assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
+    // One token an hour, and the bucket was just emptied: an hour, less
+    // the few microseconds since, rounded up.
+    assert_eq!(header(&denied, "retry-after"), Some("3600"));
+    assert_eq!(
+        header(&denied, "content-type"),
+        Some("application/problem+json")
+    );
+    let problem: serde_json::Value = serde_json::from_str(&text(denied).await).unwrap();
+    assert_eq!(problem["violated-policies"][0], "per-ip");
+
+    // Another address has its own budget; another address in the same
+    // IPv6 /64 shares one.
+    let other = app.clone().oneshot(from("198.51.100.8")).await.unwrap();
+    assert_eq!(other.status(), StatusCode::OK);
+    for (ip, status) in [
+        ("[2001:db8:1:2::1]", StatusCode::OK),
+        ("[2001:db8:1:2::ffff]", StatusCode::OK),
+        ("[2001:db8:1:2:abcd::5]", StatusCode::TOO_MANY_REQUESTS),
+    ] {
+        let response = app.clone().oneshot(from(ip)).await.unwrap();
+        assert_eq!(response.status(), status, "{ip}");
+    }
+
+    // axum's MockConnectInfo works as the address too.
+    let mocked = app.layer(MockConnectInfo(SocketAddr::from(([192, 0, 2, 1], 1))));
+    let request = Request::get("/").body(Body::empty()).unwrap();
+    let response = mocked.oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(header(&response, "ratelimit").unwrap().contains("r=1"));
+}
+
+#[tokio::test]
+async fn a_real_socket_sees_the_peer_address_and_the_headers() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let service = app(per_ip(3)).into_make_service_with_connect_info::<SocketAddr>();
+    let server = tokio::spawn(async move { axum::serve(listener, service).await });
+
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    let connection = tokio::spawn(connection);
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        let request = Request::get("/")
+            .header("host", "localhost")
+            .body(Empty::<Bytes>::new())
+            .unwrap();
+        let response = sender.send_request(request).await.unwrap();
+        statuses.push(response.status().as_u16());
+        let ratelimit = response.headers()["ratelimit"].to_str().unwrap().to_owned();
+        let retry_after = response.headers().get("retry-after").cloned();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        if statuses.len() <= 3 {
+            assert_eq!(body, "hello");
+            assert!(retry_after.is_none());
+        } else {
+            assert!(ratelimit.starts_with("\"per-ip\";r=0;t="), "{ratelimit}");
+            assert!(retry_after.is_some());
+            assert!(body.starts_with(b"{\"type\":"));
+        }
+    }
+    assert_eq!(statuses, [200, 200, 200, 429]);
+    drop(sender);
+    let _ = connection.await;
+    server.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_routers_with_their_own_redis_stores_share_one_limit() {
+    let server = RedisServer::start();
+    let policy = Policy::token_bucket("shared", 1, Duration::from_secs(3600), 5).unwrap();
+    // Two instances of a service: separate stores, separate connections.
+    let instance = |store| app(RateLimitLayer::new(store, policy.clone(), Global));
+    let a = instance(RedisStore::connect(&server.url()).await.unwrap());
+    let b = instance(RedisStore::connect(&server.url()).await.unwrap());
+
+    let mut allowed = 0;
+    for i in 0..12 {
+        let router = if i % 2 == 0 { &a } else { &b };
+        let request = Request::get("/").body(Body::empty()).unwrap();
+        let response = router.clone().oneshot(request).await.unwrap();
+        match response.status() {
+            StatusCode::OK => {
+                allowed += 1;
+                // The count is shared: each instance sees the other's.
+                let expected = format!("\"shared\";r={};t=", 5 - allowed);
+                assert!(
+                    header(&response, "ratelimit")
+                        .unwrap()
+                        .starts_with(&expected),
+                    "request {i}: {:?}",
+                    header(&response, "ratelimit")
+                );
+            }
+            StatusCode::TOO_MANY_REQUESTS => assert!(i >= 5, "request {i} denied"),
+            other => panic!("request {i}: {other}"),
+        }
+    }
+    assert_eq!(allowed, 5);
+
+    // A bare RedisStore has no failure policy of its own: with the server
+    // gone, requests pass (without headers) instead of failing.
+    server.kill9();
+    let start = Instant::now();
+    let request = Request::get("/").body(Body::empty()).unwrap();
+    let response = a.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(header(&response, "ratelimit").is_none());
+    assert!(start.elapsed() < Duration::from_secs(10));
+}
