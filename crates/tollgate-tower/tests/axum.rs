@@ -2,6 +2,7 @@
 //! routers sharing one limit through Redis.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -13,6 +14,7 @@ use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
+use tokio::sync::Semaphore;
 use tollgate::store::redis::RedisStore;
 use tollgate::{MemoryStore, Policy};
 use tollgate_testkit::RedisServer;
@@ -42,6 +44,11 @@ fn from(ip: &str) -> Request<Body> {
 
 fn header<'a>(response: &'a Response<Body>, name: &str) -> Option<&'a str> {
     response.headers().get(name).map(|v| v.to_str().unwrap())
+}
+
+/// `what`, or a failed test after 10 s instead of a hung one.
+async fn within<F: std::future::Future>(what: F) -> Result<F::Output, tokio::time::error::Elapsed> {
+    tokio::time::timeout(Duration::from_secs(10), what).await
 }
 
 async fn text(response: Response<Body>) -> String {
@@ -180,4 +187,65 @@ async fn two_routers_with_their_own_redis_stores_share_one_limit() {
     assert_eq!(response.status(), StatusCode::OK);
     assert!(header(&response, "ratelimit").is_none());
     assert!(start.elapsed() < Duration::from_secs(10));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_concurrency_lease_on_redis_spans_both_routers_until_the_body_ends() {
+    let server = RedisServer::start();
+    let policy = Policy::concurrency("reports", 1, Duration::from_secs(30)).unwrap();
+    // The handler says when it starts, and waits for a permit to end, so
+    // the test decides how long the request is in flight.
+    let started = Arc::new(Semaphore::new(0));
+    let gate = Arc::new(Semaphore::new(0));
+    let instance = |store| {
+        let (started, gate) = (started.clone(), gate.clone());
+        let handler = move || async move {
+            started.add_permits(1);
+            gate.acquire().await.unwrap().forget();
+            "report"
+        };
+        Router::new()
+            .route("/", get(handler))
+            .layer(RateLimitLayer::new(store, policy.clone(), Global))
+    };
+    let a = instance(RedisStore::connect(&server.url()).await.unwrap());
+    let b = instance(RedisStore::connect(&server.url()).await.unwrap());
+    let get_root = || Request::get("/").body(Body::empty()).unwrap();
+
+    let in_flight = tokio::spawn(a.clone().oneshot(get_root()));
+    within(started.acquire()).await.unwrap().unwrap().forget();
+    // The lease taken through `a` is seen through `b`.
+    let busy = within(b.clone().oneshot(get_root()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(busy.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(header(&busy, "ratelimit"), Some("\"reports\";r=0"));
+    assert_eq!(header(&busy, "retry-after"), Some("1"));
+
+    gate.add_permits(1);
+    let response = within(in_flight).await.unwrap().unwrap().unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    // Headers are out, the body is not: still in flight.
+    let still_busy = within(b.clone().oneshot(get_root()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(still_busy.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(text(response).await, "report");
+    // The release is a spawned Redis call: wait for it, within bounds.
+    gate.add_permits(1);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let response = within(b.clone().oneshot(get_root()))
+            .await
+            .unwrap()
+            .unwrap();
+        if response.status() == StatusCode::OK {
+            assert_eq!(text(response).await, "report");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the lease was never given back");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
