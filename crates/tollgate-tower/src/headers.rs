@@ -80,7 +80,7 @@ pub(crate) struct RateLimitHeaders {
 impl RateLimitHeaders {
     /// The fields for `decided`, in the order given; `None` when empty.
     pub(crate) fn new<'a>(
-        decided: impl Iterator<Item = (&'a Policy, &'a Decision)> + Clone,
+        decided: impl Iterator<Item = (&'a Policy, &'a Decision)>,
     ) -> Option<RateLimitHeaders> {
         let mut policy = String::new();
         let mut limit = String::new();
