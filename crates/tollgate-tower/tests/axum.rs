@@ -249,3 +249,47 @@ async fn a_concurrency_lease_on_redis_spans_both_routers_until_the_body_ends() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_redis_cluster_several_policies_fall_back_to_sequential_checks() {
+    // Different policies hash to different slots, so the cluster refuses
+    // the atomic batch (consuming nothing); the layer checks in sequence.
+    let cluster = tollgate_testkit::RedisCluster::start(3, 0);
+    let store = RedisStore::builder(cluster.seed_urls())
+        .connect()
+        .await
+        .unwrap();
+    let hour = Duration::from_secs(3600);
+    let layer = RateLimitLayer::builder(store)
+        .limit(
+            Policy::token_bucket("everyone", 1, hour, 100).unwrap(),
+            Global,
+        )
+        .limit(
+            Policy::token_bucket("per-ip", 1, hour, 2).unwrap(),
+            PeerIp::new(),
+        )
+        .build()
+        .unwrap();
+    let app = app(layer);
+    let mut statuses = Vec::new();
+    for _ in 0..3 {
+        let response = app.clone().oneshot(from("198.51.100.7")).await.unwrap();
+        statuses.push(response.status().as_u16());
+        if response.status() == StatusCode::TOO_MANY_REQUESTS {
+            // Sequential: `everyone` was checked (and consumed) first.
+            assert_eq!(
+                header(&response, "ratelimit"),
+                Some("\"everyone\";r=97;t=10800, \"per-ip\";r=0;t=3600")
+            );
+        }
+    }
+    assert_eq!(statuses, [200, 200, 429]);
+    let other = app.oneshot(from("198.51.100.8")).await.unwrap();
+    assert_eq!(other.status(), StatusCode::OK);
+    assert!(
+        header(&other, "ratelimit")
+            .unwrap()
+            .starts_with("\"everyone\";r=96;")
+    );
+}
