@@ -238,10 +238,8 @@ pub(crate) async fn replay_redis(
         clock.set(line.t_ms * 1_000);
         let policy = policies.get(&line.policy).expect("checked by parse_trace");
         let outcome = store.check(policy, line.key.as_bytes(), line.cost).await;
-        if let Err(e) = &outcome {
-            if matches!(e, tollgate::Error::Store { .. }) {
-                return Err(e.clone());
-            }
+        if let Err(e @ tollgate::Error::Store { .. }) = &outcome {
+            return Err(e.clone());
         }
         outcomes.push(outcome);
     }
