@@ -1,0 +1,236 @@
+//! The memory store's cost per decision, beside governor's limiters.
+//!
+//! `cargo bench -p tollgate --bench memory` measures, for every algorithm,
+//! one hot key and 1,000,000 keys, on one thread and on two; governor's
+//! direct and keyed GCRA limiters run in the same process as the peer.
+//! Limits are generous so that both sides mostly take the admit path (the
+//! `denied` cases take the other). Before the timings it prints the
+//! resident memory per key of each algorithm, each measured in a child
+//! process of its own so that one measurement's freed memory does not hide
+//! the next one's growth.
+
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::pin::pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, Throughput};
+use governor::{Quota, RateLimiter};
+use tollgate::store::Store;
+use tollgate::store::memory::MemoryStore;
+use tollgate::{ManualClock, Policy};
+
+const MANY: usize = 1_000_000;
+const MEMORY_PROBE: &str = "TOLLGATE_BENCH_BYTES_PER_KEY";
+
+fn policies() -> Vec<(&'static str, Policy)> {
+    let hour = Duration::from_secs(3600);
+    let second = Duration::from_secs(1);
+    vec![
+        (
+            "fixed_window",
+            Policy::fixed_window("fw", 1 << 40, hour).unwrap(),
+        ),
+        (
+            "sliding_window",
+            Policy::sliding_window("sw", 1 << 30, second).unwrap(),
+        ),
+        // A log keeps every admitted request: a realistic size, not a huge one.
+        ("sliding_log", Policy::sliding_log("sl", 100, second).unwrap()),
+        (
+            "token_bucket",
+            Policy::token_bucket("tb", 1_000_000_000, second, 1_000_000_000).unwrap(),
+        ),
+        (
+            "gcra",
+            Policy::gcra("gcra", 1_000_000_000, second, 1_000_000_000).unwrap(),
+        ),
+        (
+            "leaky_bucket",
+            Policy::leaky_bucket("lb", 1_000_000_000, second, 1_000_000_000).unwrap(),
+        ),
+        (
+            "concurrency",
+            Policy::concurrency("cc", 1_000, Duration::from_secs(60)).unwrap(),
+        ),
+    ]
+}
+
+fn keys(n: usize) -> Vec<Vec<u8>> {
+    (0..n).map(|i| format!("user-{i:08}").into_bytes()).collect()
+}
+
+/// One decision (for concurrency: take a lease and give it back).
+fn decide(store: &MemoryStore, policy: &Policy, key: &[u8]) {
+    if policy.algorithm().name() == "concurrency" {
+        let lease = store.acquire_lease_sync(policy, key).unwrap();
+        if let Some(id) = lease.id {
+            store.release_lease_sync(policy, key, id).unwrap();
+        }
+    } else {
+        black_box(store.check_sync(policy, key, 1).unwrap());
+    }
+}
+
+/// Runs `iters` calls of `f(i)` split over `threads` threads; the wall time.
+fn spread(iters: u64, threads: usize, f: impl Fn(usize) + Sync) -> Duration {
+    let next = AtomicUsize::new(0);
+    let per = iters as usize / threads + 1;
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                let base = next.fetch_add(per, Ordering::Relaxed);
+                for i in base..base + per {
+                    f(i);
+                }
+            });
+        }
+    });
+    start.elapsed()
+}
+
+fn bench_tollgate(c: &mut Criterion) {
+    let many = keys(MANY);
+    for (name, policy) in policies() {
+        let mut group = c.benchmark_group(format!("tollgate/{name}"));
+        group.throughput(Throughput::Elements(1));
+        let store = MemoryStore::builder().max_keys(2 * MANY).build();
+        for threads in [1, 2] {
+            group.bench_function(BenchmarkId::new("hot_key", threads), |b| {
+                b.iter_custom(|iters| spread(iters, threads, |_| decide(&store, &policy, b"hot")))
+            });
+            group.bench_function(BenchmarkId::new("1M_keys", threads), |b| {
+                b.iter_custom(|iters| {
+                    spread(iters, threads, |i| decide(&store, &policy, &many[i % MANY]))
+                })
+            });
+        }
+        group.finish();
+    }
+
+    // The other path: every request denied.
+    let mut group = c.benchmark_group("tollgate/denied");
+    let store = MemoryStore::new();
+    let tb = Policy::token_bucket("tb-denied", 1, Duration::from_secs(3600), 1).unwrap();
+    let fw = Policy::fixed_window("fw-denied", 1, Duration::from_secs(3600)).unwrap();
+    for (name, policy) in [("token_bucket", &tb), ("fixed_window", &fw)] {
+        store.check_sync(policy, b"hot", 1).unwrap();
+        group.bench_function(name, |b| {
+            b.iter(|| black_box(store.check_sync(policy, b"hot", 1).unwrap()))
+        });
+    }
+    group.finish();
+
+    // The same decision through the object-safe async trait: the cost of
+    // boxing the future (the memory store's future is ready at once).
+    let mut group = c.benchmark_group("tollgate/async");
+    let store: Box<dyn Store> = Box::new(MemoryStore::new());
+    let (_, gcra) = policies().swap_remove(4);
+    let mut cx = Context::from_waker(Waker::noop());
+    group.bench_function("gcra_hot_key", |b| {
+        b.iter(|| {
+            let fut = pin!(store.check(&gcra, b"hot", 1));
+            match fut.poll(&mut cx) {
+                Poll::Ready(d) => black_box(d.unwrap()),
+                Poll::Pending => unreachable!("the memory store never waits"),
+            }
+        })
+    });
+    group.finish();
+}
+
+fn bench_governor(c: &mut Criterion) {
+    let quota = Quota::per_second(NonZeroU32::new(1_000_000_000).unwrap());
+    let mut group = c.benchmark_group("governor");
+    group.throughput(Throughput::Elements(1));
+    let direct = RateLimiter::direct(quota);
+    let keyed = RateLimiter::keyed(quota);
+    let many = keys(MANY);
+    let hot = b"hot".to_vec();
+    for threads in [1, 2] {
+        group.bench_function(BenchmarkId::new("direct", threads), |b| {
+            b.iter_custom(|iters| {
+                spread(iters, threads, |_| {
+                    let _ = black_box(direct.check());
+                })
+            })
+        });
+        group.bench_function(BenchmarkId::new("keyed_hot_key", threads), |b| {
+            b.iter_custom(|iters| {
+                spread(iters, threads, |_| {
+                    let _ = black_box(keyed.check_key(&hot));
+                })
+            })
+        });
+        group.bench_function(BenchmarkId::new("keyed_1M_keys", threads), |b| {
+            b.iter_custom(|iters| {
+                spread(iters, threads, |i| {
+                    let _ = black_box(keyed.check_key(&many[i % MANY]));
+                })
+            })
+        });
+    }
+    group.finish();
+}
+
+/// In a child process: the resident memory that 1,000,000 keys of one
+/// algorithm add, per key.
+fn bytes_per_key(name: &str) {
+    let (_, policy) = policies()
+        .into_iter()
+        .find(|(n, _)| *n == name)
+        .expect("a known algorithm");
+    let many = keys(MANY);
+    let store = MemoryStore::builder()
+        .clock(ManualClock::new(1_000_000))
+        .max_keys(2 * MANY)
+        .build();
+    let before = resident_bytes();
+    for key in &many {
+        if name == "concurrency" {
+            store.acquire_lease_sync(&policy, key).unwrap();
+        } else {
+            store.check_sync(&policy, key, 1).unwrap();
+        }
+    }
+    let after = resident_bytes();
+    assert_eq!(store.len(), MANY);
+    println!("{}", (after - before) / MANY as u64);
+}
+
+fn resident_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").expect("Linux /proc");
+    let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
+    pages * 4096
+}
+
+fn print_bytes_per_key() {
+    let exe = std::env::current_exe().unwrap();
+    println!("resident bytes per key, 1,000,000 keys (key length 13 bytes):");
+    for (name, _) in policies() {
+        let out = std::process::Command::new(&exe)
+            .env(MEMORY_PROBE, name)
+            .output()
+            .unwrap();
+        let figure = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        println!("  {name:<15} {figure}");
+    }
+}
+
+fn main() {
+    if let Ok(name) = std::env::var(MEMORY_PROBE) {
+        bytes_per_key(&name);
+        return;
+    }
+    let args: Vec<String> = std::env::args().collect();
+    if !args.iter().any(|a| a == "--list" || a == "--test") {
+        print_bytes_per_key();
+    }
+    let mut c = Criterion::default().configure_from_args();
+    bench_governor(&mut c);
+    bench_tollgate(&mut c);
+    c.final_summary();
+}
