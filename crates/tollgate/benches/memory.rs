@@ -7,7 +7,8 @@
 //! `denied` cases take the other). Before the timings it prints the
 //! resident memory per key of each algorithm, each measured in a child
 //! process of its own so that one measurement's freed memory does not hide
-//! the next one's growth.
+//! the next one's growth (set `TOLLGATE_BENCH_NO_BYTES=1` to skip that,
+//! for example under a profiler).
 
 use std::hint::black_box;
 use std::num::NonZeroU32;
@@ -38,7 +39,10 @@ fn policies() -> Vec<(&'static str, Policy)> {
             Policy::sliding_window("sw", 1 << 30, second).unwrap(),
         ),
         // A log keeps every admitted request: a realistic size, not a huge one.
-        ("sliding_log", Policy::sliding_log("sl", 100, second).unwrap()),
+        (
+            "sliding_log",
+            Policy::sliding_log("sl", 100, second).unwrap(),
+        ),
         (
             "token_bucket",
             Policy::token_bucket("tb", 1_000_000_000, second, 1_000_000_000).unwrap(),
@@ -59,7 +63,9 @@ fn policies() -> Vec<(&'static str, Policy)> {
 }
 
 fn keys(n: usize) -> Vec<Vec<u8>> {
-    (0..n).map(|i| format!("user-{i:08}").into_bytes()).collect()
+    (0..n)
+        .map(|i| format!("user-{i:08}").into_bytes())
+        .collect()
 }
 
 /// One decision (for concurrency: take a lease and give it back).
@@ -226,7 +232,8 @@ fn main() {
         return;
     }
     let args: Vec<String> = std::env::args().collect();
-    if !args.iter().any(|a| a == "--list" || a == "--test") {
+    let probing = std::env::var_os("TOLLGATE_BENCH_NO_BYTES").is_none();
+    if probing && !args.iter().any(|a| a == "--list" || a == "--test") {
         print_bytes_per_key();
     }
     let mut c = Criterion::default().configure_from_args();

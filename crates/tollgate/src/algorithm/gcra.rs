@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::params::Rate;
+use super::params::{Rate, div_rem};
 use crate::{Decision, Result};
 
 /// The generic cell rate algorithm with emission interval `per / rate` and a
@@ -67,9 +67,10 @@ impl Gcra {
         let debt_after = if allowed {
             let new_tat = tat.max(now_units) + need;
             if cost > 0 {
+                let (micros, frac) = div_rem(new_tat, drip);
                 *state = GcraState {
-                    micros: (new_tat / drip) as u64,
-                    frac: (new_tat % drip) as u64,
+                    micros: micros as u64,
+                    frac: frac as u64,
                 };
             }
             new_tat - now_units
@@ -79,7 +80,11 @@ impl Gcra {
         Decision::from_micros(
             allowed,
             self.burst,
-            (cap.saturating_sub(debt_after) / self.rate.units_per_token as u128) as u64,
+            div_rem(
+                cap.saturating_sub(debt_after),
+                self.rate.units_per_token as u128,
+            )
+            .0 as u64,
             self.rate.micros_for(debt_after),
             if allowed { 0 } else { wait - max_wait },
             if allowed { wait } else { 0 },

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::params::Rate;
+use super::params::{Rate, div_rem};
 use crate::{Decision, Result};
 
 /// A queue of at most `capacity` requests drained at `rate` per `per`.
@@ -60,9 +60,10 @@ impl LeakyBucket {
         let backlog_after = if allowed {
             let finish = finish.max(now_units) + need;
             if cost > 0 {
+                let (micros, frac) = div_rem(finish, drip);
                 *state = LeakyBucketState {
-                    micros: (finish / drip) as u64,
-                    frac: (finish % drip) as u64,
+                    micros: micros as u64,
+                    frac: frac as u64,
                 };
             }
             finish - now_units
@@ -72,7 +73,7 @@ impl LeakyBucket {
         Decision::from_micros(
             allowed,
             self.capacity,
-            ((cap - backlog_after) / self.rate.units_per_token as u128) as u64,
+            div_rem(cap - backlog_after, self.rate.units_per_token as u128).0 as u64,
             self.rate.micros_for(backlog_after),
             if allowed {
                 0

@@ -68,7 +68,20 @@ pub(crate) fn gcd(mut a: u64, mut b: u64) -> u64 {
 }
 
 pub(crate) fn ceil_div(a: u128, b: u128) -> u128 {
-    a.div_ceil(b)
+    let (q, r) = div_rem(a, b);
+    if r > 0 { q + 1 } else { q }
+}
+
+/// `(a / b, a % b)`. Most operands fit in 64 bits, and a 64-bit division is
+/// one instruction where a 128-bit one is a library call several times
+/// slower, on every decision of GCRA and the leaky bucket.
+pub(crate) fn div_rem(a: u128, b: u128) -> (u128, u128) {
+    if (a | b) >> 64 == 0 {
+        let (a, b) = (a as u64, b as u64);
+        ((a / b) as u128, (a % b) as u128)
+    } else {
+        (a / b, a % b)
+    }
 }
 
 /// A rate of `rate` per `per`, reduced to lowest terms: one token is `per`

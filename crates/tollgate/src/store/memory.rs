@@ -1,13 +1,12 @@
 //! The in-memory store: state in a sharded map, for one process and for tests.
 
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use hashbrown::HashMap;
+use hashbrown::{Equivalent, HashMap};
 use parking_lot::{Mutex, MutexGuard};
-use smallvec::SmallVec;
 
 use super::{BoxFuture, Lease, Request, Store};
 use crate::algorithm::{Algorithm, LeaseId, State};
@@ -83,7 +82,7 @@ struct Inner<C> {
 #[repr(align(128))]
 struct Shard(Mutex<ShardMap>);
 
-type ShardMap = HashMap<Box<[u8]>, Entry>;
+type ShardMap = HashMap<StoredKey, Entry>;
 
 #[derive(Debug)]
 struct Entry {
@@ -177,16 +176,72 @@ enum Op {
     Release(LeaseId),
 }
 
-/// The composed map key: `policy name, 0, user key`. Policy names never
-/// contain a zero byte, so two (policy, key) pairs never compose alike.
-type MapKey = SmallVec<[u8; 96]>;
+/// A (policy, key) pair as looked up: borrowed, so that a lookup allocates
+/// nothing and hashes the parts where they are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct KeyRef<'a> {
+    policy: &'a [u8],
+    key: &'a [u8],
+}
 
-fn map_key(policy: &Policy, key: &[u8]) -> MapKey {
-    let mut k = MapKey::with_capacity(policy.name().len() + 1 + key.len());
-    k.extend_from_slice(policy.name().as_bytes());
-    k.push(0);
-    k.extend_from_slice(key);
-    k
+impl<'a> KeyRef<'a> {
+    fn new(policy: &'a Policy, key: &'a [u8]) -> KeyRef<'a> {
+        KeyRef {
+            policy: policy.name().as_bytes(),
+            key,
+        }
+    }
+}
+
+/// Both key types hash the same parts the same way, so a `KeyRef` finds the
+/// `StoredKey` it equals.
+fn hash_parts<H: Hasher>(policy: &[u8], key: &[u8], state: &mut H) {
+    state.write_usize(policy.len());
+    state.write(policy);
+    state.write(key);
+}
+
+impl Hash for KeyRef<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        hash_parts(self.policy, self.key, state);
+    }
+}
+
+/// A (policy, key) pair as stored: the policy name's length (names are at
+/// most 64 bytes), the name, then the user key, in one allocation.
+#[derive(Debug, PartialEq, Eq)]
+struct StoredKey(Box<[u8]>);
+
+impl StoredKey {
+    fn new(k: KeyRef<'_>) -> StoredKey {
+        let mut bytes = Vec::with_capacity(1 + k.policy.len() + k.key.len());
+        bytes.push(k.policy.len() as u8);
+        bytes.extend_from_slice(k.policy);
+        bytes.extend_from_slice(k.key);
+        StoredKey(bytes.into_boxed_slice())
+    }
+
+    fn parts(&self) -> KeyRef<'_> {
+        let (len, rest) = self
+            .0
+            .split_first()
+            .expect("a stored key has a length byte");
+        let (policy, key) = rest.split_at(*len as usize);
+        KeyRef { policy, key }
+    }
+}
+
+impl Hash for StoredKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        let k = self.parts();
+        hash_parts(k.policy, k.key, state);
+    }
+}
+
+impl Equivalent<StoredKey> for KeyRef<'_> {
+    fn equivalent(&self, stored: &StoredKey) -> bool {
+        *self == stored.parts()
+    }
 }
 
 impl<C: Clock> MemoryStore<C> {
@@ -264,11 +319,14 @@ impl<C: Clock> MemoryStore<C> {
                 })
                 .collect());
         }
-        let keys: Vec<MapKey> = requests.iter().map(|r| map_key(r.policy, r.key)).collect();
+        let keys: Vec<KeyRef<'_>> = requests
+            .iter()
+            .map(|r| KeyRef::new(r.policy, r.key))
+            .collect();
         if let Some(i) = (1..keys.len()).find(|&i| keys[..i].contains(&keys[i])) {
             return Err(super::duplicate_in_batch(requests[i].policy));
         }
-        let mut shard_ids: Vec<usize> = keys.iter().map(|k| self.shard_of(k)).collect();
+        let mut shard_ids: Vec<usize> = keys.iter().map(|&k| self.shard_of(k)).collect();
         shard_ids.sort_unstable();
         shard_ids.dedup();
         // Shards are always locked in ascending order, so batches never
@@ -283,8 +341,8 @@ impl<C: Clock> MemoryStore<C> {
             .iter()
             .zip(requests)
             .map(|(k, r)| {
-                locked(&mut guards, self.shard_of(k))
-                    .get(&k[..])
+                locked(&mut guards, self.shard_of(*k))
+                    .get(k)
                     .filter(|e| e.expires_at > now)
                     .map_or_else(|| r.policy.algorithm().fresh_state(), |e| e.state.clone())
             })
@@ -297,8 +355,8 @@ impl<C: Clock> MemoryStore<C> {
         if decisions.iter().all(|d| d.allowed) {
             for ((key, state), d) in keys.iter().zip(states).zip(&decisions) {
                 let reset = d.reset_after.as_micros() as u64;
-                let map = locked(&mut guards, self.shard_of(key));
-                self.store_entry(map, key, state, now, reset);
+                let map = locked(&mut guards, self.shard_of(*key));
+                self.store_entry(map, *key, state, now, reset);
             }
             return Ok(decisions);
         }
@@ -331,8 +389,8 @@ impl<C: Clock> MemoryStore<C> {
     /// Forgets `key` under `policy`.
     pub fn reset_sync(&self, policy: &Policy, key: &[u8]) -> Result<()> {
         validate_key(key)?;
-        let k = map_key(policy, key);
-        self.inner.shards[self.shard_of(&k)].0.lock().remove(&k[..]);
+        let k = KeyRef::new(policy, key);
+        self.inner.shards[self.shard_of(k)].0.lock().remove(&k);
         Ok(())
     }
 
@@ -376,27 +434,27 @@ impl<C: Clock> MemoryStore<C> {
         Ok(())
     }
 
-    fn shard_of(&self, key: &[u8]) -> usize {
+    fn shard_of(&self, key: KeyRef<'_>) -> usize {
         (self.inner.hasher.hash_one(key) >> 58) as usize & (SHARDS - 1)
     }
 
     /// Runs `op` on the key's state under its shard's lock. Returns the
     /// decision and, for a release, whether the lease was held.
     fn apply(&self, policy: &Policy, key: &[u8], op: Op) -> (Decision, bool) {
-        let k = map_key(policy, key);
+        let k = KeyRef::new(policy, key);
         let algorithm = policy.algorithm();
         let mut inserted = false;
         let now = self.inner.clock.now_micros();
         let result = {
-            let mut map = self.inner.shards[self.shard_of(&k)].0.lock();
-            match map.get_mut(&k[..]) {
+            let mut map = self.inner.shards[self.shard_of(k)].0.lock();
+            match map.get_mut(&k) {
                 Some(entry) => {
                     if entry.expires_at <= now {
                         entry.state = algorithm.fresh_state();
                     }
                     let (decision, held) = run(algorithm, &mut entry.state, now, op);
                     if decision.reset_after.is_zero() {
-                        map.remove(&k[..]);
+                        map.remove(&k);
                     } else {
                         entry.expires_at = now + decision.reset_after.as_micros() as u64;
                     }
@@ -407,7 +465,7 @@ impl<C: Clock> MemoryStore<C> {
                     let (decision, held) = run(algorithm, &mut state, now, op);
                     if !decision.reset_after.is_zero() {
                         let reset = decision.reset_after.as_micros() as u64;
-                        self.store_entry(&mut map, &k, state, now, reset);
+                        self.store_entry(&mut map, k, state, now, reset);
                         inserted = true;
                     }
                     (decision, held)
@@ -421,16 +479,16 @@ impl<C: Clock> MemoryStore<C> {
     }
 
     /// Inserts or replaces an entry, keeping the shard within its cap.
-    fn store_entry(&self, map: &mut ShardMap, key: &[u8], state: State, now: u64, reset: u64) {
+    fn store_entry(&self, map: &mut ShardMap, key: KeyRef<'_>, state: State, now: u64, reset: u64) {
         if reset == 0 {
-            map.remove(key);
+            map.remove(&key);
             return;
         }
         let entry = Entry {
             state,
             expires_at: now + reset,
         };
-        if let Some(existing) = map.get_mut(key) {
+        if let Some(existing) = map.get_mut(&key) {
             *existing = entry;
             return;
         }
@@ -442,12 +500,12 @@ impl<C: Clock> MemoryStore<C> {
                 .iter()
                 .take(EVICTION_SAMPLE)
                 .min_by_key(|(_, e)| e.expires_at)
-                .map(|(k, _)| k.clone());
+                .map(|(k, _)| StoredKey(k.0.clone()));
             if let Some(victim) = victim {
                 map.remove(&victim);
             }
         }
-        map.insert(key.into(), entry);
+        map.insert(StoredKey::new(key), entry);
     }
 
     /// Sweeps every shard when the interval has passed; only one caller wins.

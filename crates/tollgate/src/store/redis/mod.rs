@@ -304,6 +304,8 @@ impl RedisStore {
         op: &str,
         id: LeaseId,
     ) -> Result<(Decision, bool)> {
+        // The same order of checks as every store: key, operation, cost.
+        validate_key(key)?;
         let Algorithm::Concurrency(c) = policy.algorithm() else {
             return Err(Error::Unsupported {
                 operation: if op == "acquire" {
@@ -314,7 +316,6 @@ impl RedisStore {
                 algorithm: policy.algorithm().name(),
             });
         };
-        validate_key(key)?;
         let redis_key = self.key_of(policy, key);
         let id = id.to_string();
         let [time, deadline] = self.time_args()?;

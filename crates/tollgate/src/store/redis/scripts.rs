@@ -38,6 +38,9 @@ pub(crate) const BATCH: &str = script!("fixed_window.lua", "sliding_window.lua",
     "token_bucket.lua", "gcra.lua", "leaky_bucket.lua", "batch.lua"; "\nreturn batch()\n");
 
 /// One script: its text, its SHA1, and the single-flight reload.
+/// How many times one call reloads its script before giving up.
+const MAX_RELOADS: u32 = 3;
+
 #[derive(Debug)]
 pub(crate) struct Script {
     name: &'static str,
@@ -109,13 +112,21 @@ impl Script {
         args: &[Arg<'_>],
     ) -> RedisResult<Vec<i64>> {
         let cmd = self.evalsha(keys, args);
-        let seen = self.loads.load(Ordering::Acquire);
-        match conn.query(&cmd).await {
-            Err(e) if is_noscript(&e) => {
-                self.reload(conn, seen).await?;
-                Ok(redis::from_redis_value(conn.query(&cmd).await?)?)
+        let mut reloads = 0;
+        loop {
+            // Read before sending: if another caller loads the script after
+            // this point, our NOSCRIPT may predate its load and a retry
+            // suffices; if not, we load. Each round trip that still sees
+            // NOSCRIPT met a newer flush (or a node that never had the
+            // script, after a failover), so a few rounds are enough.
+            let seen = self.loads.load(Ordering::Acquire);
+            match conn.query(&cmd).await {
+                Err(e) if is_noscript(&e) && reloads < MAX_RELOADS => {
+                    self.reload(conn, seen).await?;
+                    reloads += 1;
+                }
+                other => return Ok(redis::from_redis_value(other?)?),
             }
-            other => Ok(redis::from_redis_value(other?)?),
         }
     }
 }

@@ -1,0 +1,683 @@
+//! The Redis store against real servers that this binary starts: the same
+//! decisions as memory on random traffic (client time), bounds under
+//! contention (server time), no lost updates, TTLs on every key, script
+//! cache flushes, bad input that never reaches Redis, and hash tags that
+//! keep a user key's braces from moving it to another slot.
+#![cfg(feature = "redis")]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use proptest::prelude::*;
+use tollgate::algorithm::LeaseId;
+use tollgate::store::redis::{RedisStore, TimeSource};
+use tollgate::store::{Request, Store};
+use tollgate::{Decision, ManualClock, MemoryStore, Policy};
+use tollgate_testkit::{RedisCluster, RedisServer, key_slot};
+
+fn standalone() -> &'static RedisServer {
+    static SERVER: OnceLock<RedisServer> = OnceLock::new();
+    SERVER.get_or_init(RedisServer::start)
+}
+
+fn cluster() -> &'static RedisCluster {
+    static CLUSTER: OnceLock<RedisCluster> = OnceLock::new();
+    CLUSTER.get_or_init(|| RedisCluster::start(3, 1))
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Deployment {
+    Standalone,
+    Cluster,
+}
+
+impl Deployment {
+    fn urls(self) -> Vec<String> {
+        match self {
+            Deployment::Standalone => vec![standalone().url()],
+            Deployment::Cluster => cluster().seed_urls(),
+        }
+    }
+
+    /// Every key of every node has an expiry: scripts write a key and its
+    /// TTL in one call, so this holds at any moment, not only at the end.
+    fn assert_every_key_expires(self) {
+        let missing = match self {
+            Deployment::Standalone => tollgate_testkit::scan_keys_without_ttl(standalone()),
+            Deployment::Cluster => cluster().scan_keys_without_ttl(),
+        };
+        assert!(missing.is_empty(), "keys without a TTL: {missing:?}");
+    }
+}
+
+fn fresh_prefix(tag: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!("t{}-{tag}:", NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+async fn connect(urls: Vec<String>, time: TimeSource, tag: &str) -> RedisStore {
+    RedisStore::builder(urls)
+        .prefix(fresh_prefix(tag))
+        .time_source(time)
+        .connect()
+        .await
+        .expect("connect to the test server")
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn unix_micros() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64
+}
+
+// ------------------------------------------------------------ differential
+
+/// One operation of a random trace.
+#[derive(Debug, Clone)]
+enum Op {
+    Check {
+        key: usize,
+        cost: u64,
+    },
+    Reserve {
+        key: usize,
+        cost: u64,
+        max_wait: u64,
+    },
+    Acquire {
+        key: usize,
+    },
+    Release {
+        key: usize,
+        lease: usize,
+    },
+    Batch {
+        keys: Vec<usize>,
+        cost: u64,
+        atomic: bool,
+    },
+    Reset {
+        key: usize,
+    },
+}
+
+/// User keys that a careless layout would mangle: braces, spaces,
+/// newlines, bytes that are not UTF-8, the longest allowed, and one too
+/// long (an error on both sides).
+fn user_keys() -> Vec<Vec<u8>> {
+    vec![
+        b"user-42".to_vec(),
+        b"{user-42}".to_vec(),
+        b"}{".to_vec(),
+        b"a b\nc\\".to_vec(),
+        vec![0xff, 0xfe, 0x00, b'{'],
+        vec![b'k'; tollgate::MAX_KEY_LEN],
+        vec![b'k'; tollgate::MAX_KEY_LEN + 1],
+    ]
+}
+
+fn any_policy() -> impl Strategy<Value = Policy> {
+    let ms = |lo: u64, hi: u64| (lo..=hi).prop_map(Duration::from_millis);
+    prop_oneof![
+        (1..=10u64, ms(1, 5_000)).prop_map(|(l, w)| Policy::fixed_window("fw", l, w).unwrap()),
+        (1..=10u64, ms(1, 5_000)).prop_map(|(l, w)| Policy::sliding_window("sw", l, w).unwrap()),
+        (1..=10u64, ms(1, 5_000)).prop_map(|(l, w)| Policy::sliding_log("sl", l, w).unwrap()),
+        (1..=7u64, ms(1, 3_000), 1..=10u64)
+            .prop_map(|(r, p, b)| Policy::token_bucket("tb", r, p, b).unwrap()),
+        (1..=7u64, ms(1, 3_000), 1..=10u64)
+            .prop_map(|(r, p, b)| Policy::gcra("gcra", r, p, b).unwrap()),
+        (1..=7u64, ms(1, 3_000), 1..=10u64)
+            .prop_map(|(r, p, c)| Policy::leaky_bucket("lb", r, p, c).unwrap()),
+        (1..=4u64, ms(1, 3_000)).prop_map(|(l, d)| Policy::concurrency("cc", l, d).unwrap()),
+    ]
+}
+
+fn ops() -> impl Strategy<Value = Vec<(u64, Op)>> {
+    let key = 0..user_keys().len();
+    let cost = prop_oneof![4 => 0..=2u64, 1 => 0..=12u64];
+    let op = prop_oneof![
+        6 => (key.clone(), cost.clone()).prop_map(|(key, cost)| Op::Check { key, cost }),
+        2 => (key.clone(), cost.clone(), 0..=2_000_000u64)
+            .prop_map(|(key, cost, max_wait)| Op::Reserve { key, cost, max_wait }),
+        3 => key.clone().prop_map(|key| Op::Acquire { key }),
+        2 => (key.clone(), 0..8usize).prop_map(|(key, lease)| Op::Release { key, lease }),
+        1 => (prop::collection::vec(key.clone(), 1..4), cost, any::<bool>())
+            .prop_map(|(keys, cost, atomic)| Op::Batch { keys, cost, atomic }),
+        1 => key.prop_map(|key| Op::Reset { key }),
+    ];
+    // Time steps in ms: many small, some across whole windows.
+    let dt = prop_oneof![3 => Just(0u64), 4 => 0..=50u64, 2 => 0..=3_000u64];
+    prop::collection::vec((dt, op), 1..40)
+}
+
+/// What one store answered to one operation, comparable across stores.
+#[derive(Debug, PartialEq, Eq)]
+enum Answer {
+    Decision(Decision),
+    Decisions(Vec<Decision>),
+    Lease(Decision, bool),
+    Released(bool),
+    Done,
+    Error(&'static str),
+}
+
+/// Runs one operation; `leases` are this store's lease ids, in the order
+/// taken, so both stores release "the same" lease.
+async fn apply(store: &dyn Store, policy: &Policy, op: &Op, leases: &mut Vec<LeaseId>) -> Answer {
+    let keys = user_keys();
+    let result = match op {
+        Op::Check { key, cost } => store
+            .check(policy, &keys[*key], *cost)
+            .await
+            .map(Answer::Decision),
+        Op::Reserve {
+            key,
+            cost,
+            max_wait,
+        } => store
+            .reserve(policy, &keys[*key], *cost, Duration::from_micros(*max_wait))
+            .await
+            .map(Answer::Decision),
+        Op::Acquire { key } => store.acquire_lease(policy, &keys[*key]).await.map(|l| {
+            if let Some(id) = l.id {
+                leases.push(id);
+            }
+            Answer::Lease(l.decision, l.id.is_some())
+        }),
+        Op::Release { key, lease } => match leases.get(*lease) {
+            Some(&id) => store
+                .release_lease(policy, &keys[*key], id)
+                .await
+                .map(Answer::Released),
+            None => Ok(Answer::Done),
+        },
+        Op::Batch {
+            keys: which,
+            cost,
+            atomic,
+        } => {
+            let requests: Vec<Request<'_>> = which
+                .iter()
+                .map(|&k| Request {
+                    policy,
+                    key: &keys[k],
+                    cost: *cost,
+                })
+                .collect();
+            store
+                .check_many(&requests, *atomic)
+                .await
+                .map(Answer::Decisions)
+        }
+        Op::Reset { key } => store
+            .reset(policy, &keys[*key])
+            .await
+            .map(|()| Answer::Done),
+    };
+    result.unwrap_or_else(|e| {
+        assert!(
+            !e.is_transient(),
+            "a store error from a healthy server: {e}"
+        );
+        Answer::Error(e.code())
+    })
+}
+
+fn differential(deployment: Deployment) {
+    let rt = runtime();
+    let config = ProptestConfig {
+        cases: 40,
+        ..ProptestConfig::default()
+    };
+    proptest!(config, |(policy in any_policy(), trace in ops(), t0 in 1_600_000_000_000u64..1_800_000_000_000)| {
+        rt.block_on(async {
+            let clock = ManualClock::new(t0 * 1000);
+            let memory = MemoryStore::with_clock(clock.clone());
+            let redis = connect(
+                deployment.urls(),
+                TimeSource::Client(Arc::new(clock.clone())),
+                "diff",
+            )
+            .await;
+            let (mut mine, mut theirs) = (Vec::new(), Vec::new());
+            for (i, (dt, op)) in trace.iter().enumerate() {
+                clock.advance(Duration::from_millis(*dt));
+                if let Op::Batch { keys, atomic: true, .. } = op {
+                    // Keys in several slots cannot be one atomic script on a
+                    // cluster: a documented difference, tested below.
+                    let distinct: std::collections::HashSet<_> = keys.iter().collect();
+                    if matches!(deployment, Deployment::Cluster) && distinct.len() > 1 {
+                        continue;
+                    }
+                }
+                let want = apply(&memory, &policy, op, &mut mine).await;
+                let got = apply(&redis, &policy, op, &mut theirs).await;
+                prop_assert_eq!(got, want, "step {} {:?} on {:?}", i, op, policy);
+            }
+            Ok(())
+        })?;
+    });
+    deployment.assert_every_key_expires();
+}
+
+#[test]
+fn redis_decides_like_memory_standalone() {
+    differential(Deployment::Standalone);
+}
+
+#[test]
+fn redis_decides_like_memory_on_a_cluster() {
+    differential(Deployment::Cluster);
+}
+
+// -------------------------------------------------------------- contention
+
+/// An admitted request: the server decided it somewhere in `[sent, received]`
+/// (µs, the machine's clock, which the local server's TIME also reads).
+#[derive(Debug, Clone, Copy)]
+struct Admitted {
+    sent: u64,
+    received: u64,
+}
+
+/// 64 tasks on one key for `run`, server time; returns what was admitted.
+async fn hammer(store: Arc<RedisStore>, policy: Arc<Policy>, run: Duration) -> Vec<Admitted> {
+    let end = unix_micros() + run.as_micros() as u64;
+    let mut tasks = Vec::new();
+    for _ in 0..64 {
+        let (store, policy) = (store.clone(), policy.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut admitted = Vec::new();
+            while unix_micros() < end {
+                let sent = unix_micros();
+                let d = store
+                    .check(&policy, b"hot", 1)
+                    .await
+                    .expect("no errors under contention");
+                if d.allowed {
+                    admitted.push(Admitted {
+                        sent,
+                        received: unix_micros(),
+                    });
+                }
+            }
+            admitted
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    all.sort_by_key(|a| a.sent);
+    all
+}
+
+/// The most admitted requests certainly inside one interval, over every
+/// interval from a request's send to another's receipt: for each, how many
+/// lie wholly inside, and the interval's length.
+fn certain_intervals(admitted: &[Admitted], mut visit: impl FnMut(usize, u64)) {
+    for (i, a) in admitted.iter().enumerate() {
+        let mut ends: Vec<u64> = admitted[i..]
+            .iter()
+            .map(|b| b.received)
+            .filter(|&r| r >= a.sent)
+            .collect();
+        ends.sort_unstable();
+        for (n, &end) in ends.iter().enumerate() {
+            visit(n + 1, end - a.sent);
+        }
+    }
+}
+
+fn contention(deployment: Deployment) {
+    let rt = runtime();
+    rt.block_on(async {
+        let store = Arc::new(connect(deployment.urls(), TimeSource::Server, "hot").await);
+        let run = Duration::from_secs(2);
+
+        // Fixed window: a minute-long window, so at most one boundary.
+        let limit = 150;
+        let w = 60_000_000u64;
+        let fw = Arc::new(Policy::fixed_window("fw", limit, Duration::from_micros(w)).unwrap());
+        let admitted = hammer(store.clone(), fw, run).await;
+        let mut per_window = std::collections::HashMap::new();
+        for a in &admitted {
+            if a.sent / w == a.received / w {
+                *per_window.entry(a.sent / w).or_insert(0u64) += 1;
+            }
+        }
+        for (&k, &n) in &per_window {
+            assert!(n <= limit, "fixed window {k}: {n} admitted, limit {limit}");
+        }
+        if admitted.first().unwrap().sent / w == admitted.last().unwrap().received / w {
+            assert_eq!(
+                admitted.len() as u64,
+                limit,
+                "one window, demand far above the limit"
+            );
+        }
+
+        // Sliding log: at most `limit` in every window-long interval.
+        let (limit, w) = (40u64, 500_000u64);
+        let sl = Arc::new(Policy::sliding_log("sl", limit, Duration::from_micros(w)).unwrap());
+        let admitted = hammer(store.clone(), sl, run).await;
+        assert!(
+            admitted.len() as u64 >= limit,
+            "the log admits its limit at least once"
+        );
+        certain_intervals(&admitted, |n, len| {
+            if len < w {
+                assert!(
+                    n as u64 <= limit,
+                    "sliding log: {n} admitted within {len}µs"
+                );
+            }
+        });
+
+        // Token bucket and GCRA: at most burst + rate·T in every interval T.
+        for policy in [
+            Policy::token_bucket("tb", 100, Duration::from_secs(1), 20).unwrap(),
+            Policy::gcra("gcra", 100, Duration::from_secs(1), 20).unwrap(),
+        ] {
+            let admitted = hammer(store.clone(), Arc::new(policy.clone()), run).await;
+            assert!(
+                admitted.len() >= 20,
+                "{}: the burst is admitted",
+                policy.name()
+            );
+            certain_intervals(&admitted, |n, len| {
+                let bound = 20 + 100 * len / 1_000_000;
+                assert!(
+                    n as u64 <= bound,
+                    "{}: {n} admitted within {len}µs, bound {bound}",
+                    policy.name()
+                );
+            });
+        }
+
+        // No lost updates: k concurrent requests on a fresh bucket.
+        let k = 300u64;
+        let slow =
+            Arc::new(Policy::token_bucket("slow", 1, Duration::from_secs(3600), 1000).unwrap());
+        let fw = Arc::new(Policy::fixed_window("count", 1000, Duration::from_secs(3600)).unwrap());
+        for policy in [slow, fw] {
+            let tasks: Vec<_> = (0..k)
+                .map(|_| {
+                    let (store, policy) = (store.clone(), policy.clone());
+                    tokio::spawn(async move { store.check(&policy, b"fresh", 1).await.unwrap() })
+                })
+                .collect();
+            for t in tasks {
+                assert!(t.await.unwrap().allowed);
+            }
+            let left = store.check(&policy, b"fresh", 0).await.unwrap().remaining;
+            assert_eq!(left, 1000 - k, "{}: every update kept", policy.name());
+        }
+    });
+    deployment.assert_every_key_expires();
+}
+
+#[test]
+fn contention_stays_within_bounds_standalone() {
+    contention(Deployment::Standalone);
+}
+
+#[test]
+fn contention_stays_within_bounds_on_a_cluster() {
+    contention(Deployment::Cluster);
+}
+
+// ------------------------------------------------------------ script cache
+
+fn flush_under_load(deployment: Deployment, server: Option<&RedisServer>) {
+    let rt = runtime();
+    rt.block_on(async {
+        let urls = match server {
+            Some(s) => vec![s.url()],
+            None => deployment.urls(),
+        };
+        let store = Arc::new(connect(urls, TimeSource::Server, "flush").await);
+        let policies: Arc<Vec<Policy>> = Arc::new(vec![
+            Policy::fixed_window("fw", 1 << 20, Duration::from_secs(60)).unwrap(),
+            Policy::token_bucket("tb", 1000, Duration::from_secs(1), 1000).unwrap(),
+            Policy::sliding_log("sl", 1000, Duration::from_secs(1)).unwrap(),
+        ]);
+        let loads_before = store.script_loads();
+        let end = unix_micros() + 1_500_000;
+        let tasks: Vec<_> = (0..16)
+            .map(|t| {
+                let (store, policies) = (store.clone(), policies.clone());
+                tokio::spawn(async move {
+                    let mut calls = 0u64;
+                    while unix_micros() < end {
+                        let p = &policies[(calls as usize + t) % policies.len()];
+                        let key = format!("k{}", calls % 7);
+                        store.check(p, key.as_bytes(), 1).await.expect("no caller sees NOSCRIPT");
+                        calls += 1;
+                    }
+                    calls
+                })
+            })
+            .collect();
+        let mut flushes = 0u64;
+        while unix_micros() < end - 200_000 {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            match server {
+                Some(s) => {
+                    s.cli(&["SCRIPT", "FLUSH"]);
+                }
+                None => {
+                    cluster().cli_all(&["SCRIPT", "FLUSH"]);
+                }
+            }
+            flushes += 1;
+        }
+        let mut calls = 0;
+        for t in tasks {
+            calls += t.await.unwrap();
+        }
+        let reloads = store.script_loads() - loads_before;
+        let nodes = if server.is_some() { 1 } else { 3 };
+        // Single-flight: each flush costs each script in use at most one
+        // load per node, however many callers hit NOSCRIPT at once.
+        let bound = (flushes + 1) * policies.len() as u64 * nodes;
+        eprintln!("{deployment:?}: {calls} calls, {flushes} flushes, {reloads} script loads (bound {bound})");
+        assert!(flushes >= 5 && calls > 100);
+        assert!(reloads <= bound, "{reloads} loads for {flushes} flushes: a reload storm");
+    });
+}
+
+#[test]
+fn script_flush_under_load_is_invisible_standalone() {
+    let server = RedisServer::start();
+    flush_under_load(Deployment::Standalone, Some(&server));
+}
+
+#[test]
+fn script_flush_under_load_is_invisible_on_a_cluster() {
+    flush_under_load(Deployment::Cluster, None);
+}
+
+// --------------------------------------------------------------- bad input
+
+/// Calls of scripts and functions the server has counted so far.
+fn script_calls(server: &RedisServer) -> u64 {
+    server
+        .cli(&["INFO", "commandstats"])
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_eval") || l.starts_with("cmdstat_fcall"))
+        .filter_map(|l| l.split("calls=").nth(1))
+        .filter_map(|rest| rest.split(',').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+#[test]
+fn bad_input_never_reaches_redis() {
+    let server = RedisServer::start();
+    let rt = runtime();
+    rt.block_on(async {
+        let store = connect(vec![server.url()], TimeSource::Server, "bad").await;
+        let fw = Policy::fixed_window("fw", 5, Duration::from_secs(1)).unwrap();
+        let tb = Policy::token_bucket("tb", 1, Duration::from_secs(1), 5).unwrap();
+        let cc = Policy::concurrency("cc", 2, Duration::from_secs(1)).unwrap();
+        // Warm up: the connection and the scripts are loaded.
+        store.check(&fw, b"warm", 1).await.unwrap();
+        let before = script_calls(&server);
+        let long = vec![b'x'; tollgate::MAX_KEY_LEN + 1];
+        let cases: Vec<(&str, tollgate::Result<Decision>)> = vec![
+            ("invalid_key", store.check(&fw, b"", 1).await),
+            ("invalid_key", store.check(&fw, &long, 1).await),
+            ("cost_exceeds_limit", store.check(&fw, b"k", 6).await),
+            (
+                "cost_exceeds_limit",
+                store.reserve(&tb, b"k", 6, Duration::ZERO).await,
+            ),
+            (
+                "unsupported",
+                store.reserve(&fw, b"k", 1, Duration::from_secs(1)).await,
+            ),
+            (
+                "invalid_argument",
+                store
+                    .reserve(&tb, b"k", 1, Duration::from_secs(1 << 40))
+                    .await,
+            ),
+            ("unsupported", store.check(&cc, b"k", 1).await),
+            (
+                "unsupported",
+                store.acquire_lease(&tb, b"k").await.map(|l| l.decision),
+            ),
+            (
+                "invalid_key",
+                store.acquire_lease(&cc, b"").await.map(|l| l.decision),
+            ),
+        ];
+        for (i, (code, result)) in cases.into_iter().enumerate() {
+            let err = result.expect_err(&format!("case {i} must fail"));
+            assert_eq!(err.code(), code, "case {i}: {err}");
+            assert!(!err.to_string().is_empty());
+        }
+        let dup = [
+            Request {
+                policy: &fw,
+                key: b"a",
+                cost: 1,
+            },
+            Request {
+                policy: &fw,
+                key: b"a",
+                cost: 1,
+            },
+        ];
+        let err = store.check_many(&dup, true).await.unwrap_err();
+        assert_eq!(err.code(), "invalid_argument", "{err}");
+        let bad_batch = [
+            Request {
+                policy: &fw,
+                key: b"a",
+                cost: 1,
+            },
+            Request {
+                policy: &fw,
+                key: b"",
+                cost: 1,
+            },
+        ];
+        assert_eq!(
+            store
+                .check_many(&bad_batch, false)
+                .await
+                .unwrap_err()
+                .code(),
+            "invalid_key"
+        );
+        assert_eq!(script_calls(&server), before, "bad input reached Redis");
+    });
+}
+
+// ---------------------------------------------------------------- hash tags
+
+/// The documented layout: `<prefix>{<policy>:<escaped key>}:<algorithm>`,
+/// where `\` becomes `\\` and `}` becomes `\]`, so the tag ends at the
+/// first `}` after `{` and contains the whole user key.
+fn escaped(key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for &b in key {
+        match b {
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'}' => out.extend_from_slice(b"\\]"),
+            b => out.push(b),
+        }
+    }
+    out
+}
+
+#[test]
+fn braces_in_user_keys_keep_their_slot_and_never_collide() {
+    let rt = runtime();
+    rt.block_on(async {
+        let store = connect(Deployment::Cluster.urls(), TimeSource::Server, "tags").await;
+        let policy = Policy::fixed_window("p", 1, Duration::from_secs(60)).unwrap();
+        let keys: Vec<&[u8]> = vec![
+            b"a", b"{a}", b"a}", b"}a", b"{", b"}", b"}{", b"a\\]", b"a}", b"\\", b"{p:a}",
+        ];
+        let mut seen = std::collections::HashSet::new();
+        for key in &keys {
+            let redis_key = store.key_of(&policy, key);
+            let mut tag = b"p:".to_vec();
+            tag.extend(escaped(key));
+            assert_eq!(
+                key_slot(&redis_key),
+                key_slot(&tag),
+                "{:?} left its hash tag",
+                String::from_utf8_lossy(key)
+            );
+            if seen.insert(redis_key) {
+                // A key new to this loop starts fresh: no other key's count.
+                assert!(
+                    store.check(&policy, key, 1).await.unwrap().allowed,
+                    "{key:?}"
+                );
+                assert!(!store.check(&policy, key, 1).await.unwrap().allowed);
+            }
+        }
+        assert_eq!(
+            seen.len(),
+            keys.len() - 1,
+            "only the repeated `a}}` may coincide"
+        );
+
+        // All-or-nothing needs one script, so one slot.
+        let batch = [
+            Request {
+                policy: &policy,
+                key: b"x",
+                cost: 1,
+            },
+            Request {
+                policy: &policy,
+                key: b"y",
+                cost: 1,
+            },
+        ];
+        let slots = [
+            key_slot(&store.key_of(&policy, b"x")),
+            key_slot(&store.key_of(&policy, b"y")),
+        ];
+        assert_ne!(slots[0], slots[1], "pick keys in two slots");
+        let err = store.check_many(&batch, true).await.unwrap_err();
+        assert_eq!(err.code(), "invalid_argument");
+        assert!(err.to_string().contains("one slot"), "{err}");
+    });
+    Deployment::Cluster.assert_every_key_expires();
+}
