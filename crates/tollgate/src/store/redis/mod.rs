@@ -276,6 +276,31 @@ impl RedisStore {
         Ok(reply)
     }
 
+    /// The call a check of `cost` on `key` makes, for tools that drive a
+    /// script without this client (`redis-benchmark`, `redis-cli`): the
+    /// script's SHA1, the Redis key, and the arguments after it. Not for
+    /// concurrency policies. Not a stable interface.
+    #[doc(hidden)]
+    pub fn evalsha_call(
+        &self,
+        policy: &Policy,
+        key: &[u8],
+        cost: u64,
+    ) -> Result<(String, Vec<u8>, Vec<String>)> {
+        let time = match self.time_args()? {
+            [Arg::Int(now), _] => now.to_string(),
+            _ => "s".to_string(),
+        };
+        let mut args = vec![time, "0".to_string()];
+        args.extend(
+            params(policy.algorithm(), cost, 0)
+                .iter()
+                .map(u64::to_string),
+        );
+        let sha = self.script_for(policy.algorithm()).sha().to_string();
+        Ok((sha, self.key_of(policy, key), args))
+    }
+
     async fn decide(
         &self,
         policy: &Policy,

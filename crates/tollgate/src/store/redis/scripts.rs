@@ -66,6 +66,10 @@ impl Script {
         self.name
     }
 
+    pub(crate) fn sha(&self) -> &str {
+        self.script.get_hash()
+    }
+
     /// How many times this script was loaded (connect included).
     pub(crate) fn loads(&self) -> u64 {
         self.loads.load(Ordering::Relaxed)

@@ -1,0 +1,283 @@
+//! The Redis store against a `redis-server` this benchmark starts on a free
+//! loopback port: decisions per second and latency per algorithm with 1, 16,
+//! 64 and 256 concurrent callers; the server's own cost per script call
+//! (`INFO commandstats`); floors measured the same way through the same
+//! client (`INCR`, a script that returns 1, the peers' INCRBY+PEXPIRE fixed
+//! window, `TIME`+`GET`+`SET PX`); and each script driven by
+//! `redis-benchmark -c 50 -P 16` for what the server can do without our
+//! client.
+//!
+//! `cargo bench -p tollgate --features redis --bench redis` (add
+//! `-- --quick` for a shorter run). The machine is shared: compare the
+//! rows of one run, not runs.
+
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tollgate::Policy;
+use tollgate::store::Store;
+use tollgate::store::redis::RedisStore;
+use tollgate_testkit::RedisServer;
+
+/// One measured row.
+struct Row {
+    name: String,
+    callers: usize,
+    per_second: f64,
+    p50_us: f64,
+    p99_us: f64,
+}
+
+impl Row {
+    fn print(&self) {
+        println!(
+            "{:<22} {:>7} {:>12.0} {:>9.1} {:>9.1}",
+            self.name, self.callers, self.per_second, self.p50_us, self.p99_us
+        );
+    }
+}
+
+/// Runs `op` from `callers` tasks for `run`; throughput and latency.
+async fn drive<F, Fut>(name: &str, callers: usize, run: Duration, op: F) -> Row
+where
+    F: Fn(usize, u64) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let op = Arc::new(op);
+    let start = Instant::now();
+    let end = start + run;
+    let tasks: Vec<_> = (0..callers)
+        .map(|c| {
+            let op = op.clone();
+            tokio::spawn(async move {
+                let mut latencies = Vec::new();
+                let mut n = 0u64;
+                while Instant::now() < end {
+                    let t = Instant::now();
+                    op(c, n).await;
+                    latencies.push(t.elapsed().as_nanos() as u64);
+                    n += 1;
+                }
+                latencies
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    all.sort_unstable();
+    let pct = |p: f64| all[((all.len() - 1) as f64 * p) as usize] as f64 / 1000.0;
+    Row {
+        name: name.to_string(),
+        callers,
+        per_second: all.len() as f64 / elapsed,
+        p50_us: pct(0.5),
+        p99_us: pct(0.99),
+    }
+}
+
+/// `usec_per_call` of `command` since the last `CONFIG RESETSTAT`.
+fn usec_per_call(server: &RedisServer, command: &str) -> f64 {
+    let stats = server.cli(&["INFO", "commandstats"]);
+    let prefix = format!("cmdstat_{command}:");
+    stats
+        .lines()
+        .find(|l| l.starts_with(&prefix))
+        .and_then(|l| l.split("usec_per_call=").nth(1))
+        .and_then(|v| v.split(',').next())
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+fn reset_stats(server: &RedisServer) {
+    server.cli(&["CONFIG", "RESETSTAT"]);
+}
+
+/// Requests per second that `redis-benchmark -c 50 -P 16` gets from the
+/// same EVALSHA.
+fn redis_benchmark(server: &RedisServer, requests: u64, command: &[String]) -> f64 {
+    let out = Command::new("redis-benchmark")
+        .args(["-h", "127.0.0.1", "-p", &server.port().to_string()])
+        .args([
+            "-c",
+            "50",
+            "-P",
+            "16",
+            "-n",
+            &requests.to_string(),
+            "-r",
+            "6400",
+            "-q",
+        ])
+        .args(command)
+        .output()
+        .expect("redis-benchmark (package redis-tools)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    // "EVALSHA ...: 123456.79 requests per second, p50=..." after \r updates.
+    text.rsplit('\r')
+        .flat_map(|s| s.lines())
+        .filter_map(|l| l.split(": ").nth(1))
+        .filter_map(|l| l.split(" requests per second").next())
+        .filter_map(|v| v.trim().parse().ok())
+        .next_back()
+        .unwrap_or(f64::NAN)
+}
+
+fn policies() -> Vec<Policy> {
+    let second = Duration::from_secs(1);
+    let hour = Duration::from_secs(3600);
+    vec![
+        Policy::fixed_window("fw", 1 << 40, hour).unwrap(),
+        Policy::sliding_window("sw", 1 << 30, second).unwrap(),
+        Policy::sliding_log("sl", 100, second).unwrap(),
+        Policy::token_bucket("tb", 1_000_000, second, 1_000_000).unwrap(),
+        Policy::gcra("gcra", 1_000_000, second, 1_000_000).unwrap(),
+        Policy::leaky_bucket("lb", 1_000_000, second, 1_000_000).unwrap(),
+        Policy::concurrency("cc", 10_000, Duration::from_secs(60)).unwrap(),
+    ]
+}
+
+const FLOORS: [(&str, &str); 3] = [
+    ("return 1", "return 1"),
+    (
+        "INCRBY+PEXPIRE",
+        "local n = redis.call('INCRBY', KEYS[1], ARGV[1]) \
+         if n == tonumber(ARGV[1]) then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end \
+         return n",
+    ),
+    (
+        "TIME+GET+SET PX",
+        "local t = redis.call('TIME') \
+         local v = redis.call('GET', KEYS[1]) \
+         redis.call('SET', KEYS[1], t[1] * 1000000 + t[2], 'PX', ARGV[2]) \
+         return 1",
+    ),
+];
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    // `cargo test --benches` runs this with --bench absent: do nothing then.
+    if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
+    let run = Duration::from_millis(if quick { 500 } else { 2000 });
+    let requests = if quick { 50_000 } else { 300_000 };
+    let server = RedisServer::start();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let store = Arc::new(RedisStore::connect(&server.url()).await.expect("connect"));
+        store.load_scripts().await.unwrap();
+        let client = redis::Client::open(server.url()).unwrap();
+        let conn = client.get_multiplexed_async_connection().await.unwrap();
+
+        println!(
+            "{:<22} {:>7} {:>12} {:>9} {:>9}",
+            "decision", "callers", "per second", "p50 µs", "p99 µs"
+        );
+        let mut server_cost = Vec::new();
+        let mut ours_at_256 = Vec::new();
+        for policy in policies() {
+            let policy = Arc::new(policy);
+            reset_stats(&server);
+            for callers in [1, 16, 64, 256] {
+                let (store, p) = (store.clone(), policy.clone());
+                let row = drive(p.algorithm().name(), callers, run, move |c, n| {
+                    let (store, p) = (store.clone(), p.clone());
+                    async move {
+                        let key = format!("k{c}-{}", n % 100);
+                        if p.algorithm().name() == "concurrency" {
+                            let lease = store.acquire_lease(&p, key.as_bytes()).await.unwrap();
+                            if let Some(id) = lease.id {
+                                store.release_lease(&p, key.as_bytes(), id).await.unwrap();
+                            }
+                        } else {
+                            store.check(&p, key.as_bytes(), 1).await.unwrap();
+                        }
+                    }
+                })
+                .await;
+                row.print();
+                if callers == 256 {
+                    ours_at_256.push((policy.algorithm().name(), row.per_second));
+                }
+            }
+            server_cost.push((policy.algorithm().name(), usec_per_call(&server, "evalsha")));
+        }
+
+        // Floors through the same client.
+        reset_stats(&server);
+        let c = conn.clone();
+        drive("INCR", 16, run, move |i, _| {
+            let mut c = c.clone();
+            async move {
+                let _: i64 = redis::cmd("INCR")
+                    .arg(format!("incr{i}"))
+                    .query_async(&mut c)
+                    .await
+                    .unwrap();
+            }
+        })
+        .await
+        .print();
+        server_cost.push(("INCR", usec_per_call(&server, "incr")));
+        for (name, text) in FLOORS {
+            reset_stats(&server);
+            let script = Arc::new(redis::Script::new(text));
+            let c = conn.clone();
+            drive(name, 16, run, move |i, n| {
+                let (mut c, script) = (c.clone(), script.clone());
+                async move {
+                    let _: redis::Value = script
+                        .key(format!("floor{i}-{}", n % 100))
+                        .arg(1)
+                        .arg(60_000)
+                        .invoke_async(&mut c)
+                        .await
+                        .unwrap();
+                }
+            })
+            .await
+            .print();
+            server_cost.push((name, usec_per_call(&server, "evalsha")));
+        }
+
+        println!("\nserver cost per call (INFO commandstats usec_per_call)");
+        for (name, us) in &server_cost {
+            println!("{name:<22} {us:>6.2} µs");
+        }
+
+        println!(
+            "\nsaturation: our client (256 callers) vs redis-benchmark -c 50 -P 16, same script"
+        );
+        for policy in policies() {
+            if policy.algorithm().name() == "concurrency" {
+                continue;
+            }
+            // redis-benchmark replaces __rand_int__ with one of 6400 keys (-r),
+            // as many as our callers use.
+            let (sha, key, args) = store.evalsha_call(&policy, b"__rand_int__", 1).unwrap();
+            let mut command = vec!["EVALSHA".to_string(), sha, "1".to_string()];
+            command.push(String::from_utf8(key).unwrap());
+            command.extend(args);
+            let theirs = redis_benchmark(&server, requests, &command);
+            let ours = ours_at_256
+                .iter()
+                .find(|(n, _)| *n == policy.algorithm().name())
+                .map_or(f64::NAN, |(_, r)| *r);
+            println!(
+                "{:<22} ours {:>9.0}/s  redis-benchmark {:>9.0}/s  ratio {:>5.1}%",
+                policy.algorithm().name(),
+                ours,
+                theirs,
+                100.0 * ours / theirs
+            );
+        }
+    });
+}
