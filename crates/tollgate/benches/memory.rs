@@ -21,7 +21,7 @@ use criterion::{BenchmarkId, Criterion, Throughput};
 use governor::{Quota, RateLimiter};
 use tollgate::store::Store;
 use tollgate::store::memory::MemoryStore;
-use tollgate::{ManualClock, Policy};
+use tollgate::{Algorithm, ManualClock, Policy};
 
 const MANY: usize = 1_000_000;
 const MEMORY_PROBE: &str = "TOLLGATE_BENCH_BYTES_PER_KEY";
@@ -70,7 +70,7 @@ fn keys(n: usize) -> Vec<Vec<u8>> {
 
 /// One decision (for concurrency: take a lease and give it back).
 fn decide(store: &MemoryStore, policy: &Policy, key: &[u8]) {
-    if policy.algorithm().name() == "concurrency" {
+    if matches!(policy.algorithm(), Algorithm::Concurrency(_)) {
         let lease = store.acquire_lease_sync(policy, key).unwrap();
         if let Some(id) = lease.id {
             store.release_lease_sync(policy, key, id).unwrap();

@@ -10,7 +10,7 @@ mod policy;
 pub mod store;
 
 pub use algorithm::{Algorithm, LeaseId};
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use clock::{Clock, ManualClock, MonotonicClock, SystemClock};
 pub use decision::{Decision, Source};
 pub use duration::{format_duration, parse_duration};
 pub use error::{Error, Result, StoreErrorKind};

@@ -236,7 +236,7 @@ async fn apply(store: &dyn Store, policy: &Policy, op: &Op, leases: &mut Vec<Lea
 fn differential(deployment: Deployment) {
     let rt = runtime();
     let config = ProptestConfig {
-        cases: 40,
+        cases: 64,
         ..ProptestConfig::default()
     };
     proptest!(config, |(policy in any_policy(), trace in ops(), t0 in 1_600_000_000_000u64..1_800_000_000_000)| {

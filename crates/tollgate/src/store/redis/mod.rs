@@ -389,28 +389,14 @@ impl RedisStore {
         let reply = self
             .run(&self.inner.scripts.batch, &key_refs, &args)
             .await?;
-        let all = reply.chunks(5).all(|r| r[0] == 1);
         requests
             .iter()
             .zip(reply.chunks(5))
             .map(|(r, chunk)| {
                 let d = decision(r.policy, chunk)?;
-                Ok(if all {
-                    d
-                } else {
-                    // Denied as a whole: those that would have passed alone
-                    // are reported denied with a zero retry_after.
-                    Decision {
-                        allowed: false,
-                        retry_after: if d.allowed {
-                            Duration::ZERO
-                        } else {
-                            d.retry_after
-                        },
-                        delay: Duration::ZERO,
-                        ..d
-                    }
-                })
+                // Denied as a whole, batch.lua has already reported each key
+                // as a peek, denied, with the retry of those over their limit.
+                Ok(d)
             })
             .collect()
     }

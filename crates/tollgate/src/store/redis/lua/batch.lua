@@ -12,13 +12,24 @@
 -- Rule     first every request is decided without writing; only if all are
 --          allowed are they decided again, in order, writing. A key may
 --          appear only once (checked in Rust), so both passes agree.
+--          Otherwise nothing is written and each request is answered as a
+--          peek of its key (remaining, reset_after), denied, with the
+--          retry_after of those over their own limit and 0 for the others.
 
-local function decide(i, now)
+-- With `peek`, the cost is 0: what the key's state is, unchanged.
+local function decide(i, now, peek)
   local b = 4 + 7 * (i - 1)
   local alg = ARGV[b]
   local a = {}
   for j = 1, 6 do
     a[j] = tonumber(ARGV[b + j])
+  end
+  if peek then
+    if alg == 'fw' or alg == 'sw' or alg == 'sl' then
+      a[3] = 0
+    else
+      a[5] = 0
+    end
   end
   local key = KEYS[i]
   if alg == 'fw' then
@@ -45,16 +56,28 @@ local function batch()
   local all = true
   dry = true
   for i = 1, n do
-    replies[i] = decide(i, now)
+    replies[i] = decide(i, now, false)
     if replies[i][1] ~= 1 then
       all = false
     end
   end
-  dry = false
   if all then
+    dry = false
     for i = 1, n do
-      replies[i] = decide(i, now)
+      replies[i] = decide(i, now, false)
     end
+  else
+    -- Nothing consumed: report every key's unchanged state, denied, with
+    -- the retry of those over their own limit.
+    for i = 1, n do
+      local peek = decide(i, now, true)
+      local retry = 0
+      if replies[i][1] ~= 1 then
+        retry = replies[i][4]
+      end
+      replies[i] = {0, peek[2], peek[3], retry, 0}
+    end
+    dry = false
   end
   local out = {}
   for i = 1, n do
