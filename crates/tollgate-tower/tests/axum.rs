@@ -293,3 +293,51 @@ async fn on_redis_cluster_several_policies_fall_back_to_sequential_checks() {
             .starts_with("\"everyone\";r=96;")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_a_resilient_store_a_dead_redis_follows_the_failure_policy() {
+    use tollgate::store::resilient::{OnFailure, ResilientStore};
+    let server = RedisServer::start();
+    let redis = Arc::new(RedisStore::connect(&server.url()).await.unwrap());
+    let policy = Policy::fixed_window("api", 3, Duration::from_secs(3600)).unwrap();
+    let router = |on_failure| {
+        let store = ResilientStore::builder(redis.clone())
+            .on_failure(on_failure)
+            .build()
+            .unwrap();
+        app(RateLimitLayer::new(store, policy.clone(), Global))
+    };
+    let (deny, local) = (router(OnFailure::Deny), router(OnFailure::Local));
+    let get_root = || Request::get("/").body(Body::empty()).unwrap();
+    assert_eq!(
+        deny.clone().oneshot(get_root()).await.unwrap().status(),
+        StatusCode::OK
+    );
+    server.kill9();
+
+    // Fail closed: 503 with a problem, never a 500 nor a fake 429.
+    let response = within(deny.clone().oneshot(get_root()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        header(&response, "content-type"),
+        Some("application/problem+json")
+    );
+
+    // The local fallback keeps limiting: 3 pass, the 4th is limited.
+    for i in 0..3 {
+        let response = within(local.clone().oneshot(get_root()))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "request {i}");
+        assert!(header(&response, "ratelimit").is_some());
+    }
+    let response = within(local.clone().oneshot(get_root()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+}

@@ -6,6 +6,7 @@ mod decision;
 mod duration;
 mod error;
 mod key;
+pub mod metrics;
 mod policy;
 pub mod store;
 

@@ -397,6 +397,14 @@ impl<C: Clock> MemoryStore<C> {
         Ok(())
     }
 
+    /// Forgets every key (a fallback store is cleared this way when the
+    /// primary store is back).
+    pub fn clear(&self) {
+        for shard in self.inner.shards.iter() {
+            shard.0.lock().clear();
+        }
+    }
+
     /// Drops every key whose state is back to fresh; returns how many.
     pub fn sweep(&self) -> usize {
         let now = self.inner.clock.now_micros();

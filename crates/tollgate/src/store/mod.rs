@@ -16,6 +16,7 @@ use crate::{Decision, Error, Policy, Result};
 pub mod memory;
 #[cfg(feature = "redis")]
 pub mod redis;
+pub mod resilient;
 
 /// A boxed future, so that `Store` can be used as `dyn Store`.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

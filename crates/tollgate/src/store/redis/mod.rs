@@ -22,6 +22,7 @@ pub mod keys;
 mod scripts;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -33,7 +34,7 @@ use self::keys::{DEFAULT_PREFIX, redis_key, tag, validate_prefix};
 use self::scripts::{Arg, Script, Scripts};
 use super::{BoxFuture, Lease, Request, Store};
 use crate::algorithm::{Algorithm, LeaseId, MAX_EXACT};
-use crate::{Clock, Decision, Error, Policy, Result, StoreErrorKind, validate_key};
+use crate::{Clock, Decision, Error, Policy, Result, StoreErrorKind, SystemClock, validate_key};
 
 /// Where the scripts read the time.
 #[derive(Debug, Clone, Default)]
@@ -67,7 +68,19 @@ struct Inner {
     prefix: String,
     time: TimeSource,
     scripts: Scripts,
+    /// Per decision, in µs; with server time, scripts that run later than
+    /// this after the call write nothing.
+    deadline: Option<u64>,
+    /// The server's clock minus ours, in µs, as last measured.
+    offset: AtomicI64,
+    /// When (our clock, µs) the offset was last measured or a measurement
+    /// started, so that only one runs at a time.
+    offset_at: AtomicU64,
 }
+
+/// How often the offset between our clock and the server's is measured
+/// again (clocks drift apart by some parts per million).
+const OFFSET_REFRESH_MICROS: u64 = 30_000_000;
 
 /// Configures a [`RedisStore`].
 #[derive(Debug, Clone)]
@@ -76,9 +89,24 @@ pub struct RedisStoreBuilder {
     prefix: String,
     time: TimeSource,
     connect_timeout: Duration,
+    deadline: Option<Duration>,
 }
 
 impl RedisStoreBuilder {
+    /// Gives every decision a deadline (none by default). With server time,
+    /// each script call carries the moment, on the server's clock, after
+    /// which it must not run: a command that sat in the socket of a stalled
+    /// server (SIGSTOP, `CLIENT PAUSE`, a long script) and runs after its
+    /// caller gave up answers an error and writes nothing, so no decision
+    /// is ever applied late. The server's clock is estimated from `TIME`
+    /// at connect and every 30 s. The caller should stop waiting at the same
+    /// deadline (as [`ResilientStore`](crate::store::resilient::ResilientStore)
+    /// does).
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
     /// Prefixes every key with `prefix` (default `tollgate:`; no braces).
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
@@ -134,9 +162,17 @@ impl RedisStoreBuilder {
                 prefix: self.prefix,
                 time: self.time,
                 scripts: Scripts::new(),
+                deadline: self
+                    .deadline
+                    .map(|d| d.as_micros().min(MAX_EXACT as u128) as u64),
+                offset: AtomicI64::new(0),
+                offset_at: AtomicU64::new(0),
             }),
         };
         store.load_scripts().await?;
+        if store.inner.deadline.is_some() {
+            store.measure_offset().await?;
+        }
         Ok(store)
     }
 }
@@ -188,6 +224,7 @@ impl RedisStore {
             prefix: DEFAULT_PREFIX.to_string(),
             time: TimeSource::Server,
             connect_timeout: Duration::from_secs(2),
+            deadline: None,
         }
     }
 
@@ -229,10 +266,57 @@ impl RedisStore {
         Ok(())
     }
 
+    /// Measures the server's clock against ours with `TIME`, taking the
+    /// middle of the round trip as the moment the server read it.
+    async fn measure_offset(&self) -> Result<()> {
+        let before = SystemClock.now_micros();
+        let time: (u64, u64) = redis::from_redis_value(
+            self.inner
+                .conn
+                .query(&redis::cmd("TIME"))
+                .await
+                .map_err(|e| store_error(&e))?,
+        )
+        .map_err(|e| store_error(&redis::RedisError::from(e)))?;
+        let after = SystemClock.now_micros();
+        let server = time.0 * 1_000_000 + time.1;
+        let local = before + (after - before) / 2;
+        self.inner
+            .offset
+            .store(server as i64 - local as i64, Ordering::Relaxed);
+        self.inner.offset_at.store(after, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The deadline argument: 0 (none), or when, on the server's clock, a
+    /// call made now must have run.
+    fn server_deadline(&self) -> u64 {
+        let Some(deadline) = self.inner.deadline else {
+            return 0;
+        };
+        let now = SystemClock.now_micros();
+        let at = self.inner.offset_at.load(Ordering::Relaxed);
+        if now.saturating_sub(at) > OFFSET_REFRESH_MICROS
+            && self
+                .inner
+                .offset_at
+                .compare_exchange(at, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let store = self.clone();
+            // A failed measurement keeps the last offset; the next call
+            // after the refresh interval tries again.
+            runtime.spawn(async move { store.measure_offset().await });
+        }
+        let offset = self.inner.offset.load(Ordering::Relaxed);
+        (now as i64 + offset) as u64 + deadline
+    }
+
     /// ARGV[1] and ARGV[2]: the time source and the deadline.
     fn time_args(&self) -> Result<[Arg<'static>; 2]> {
         match &self.inner.time {
-            TimeSource::Server => Ok([Arg::Str("s"), Arg::Int(0)]),
+            TimeSource::Server => Ok([Arg::Str("s"), Arg::Int(self.server_deadline())]),
             TimeSource::Client(clock) => {
                 let now = clock.now_micros();
                 if now >= MAX_EXACT {

@@ -81,6 +81,7 @@ impl Script {
         cmd.arg("LOAD").arg(self.text);
         conn.query(&cmd).await?;
         self.loads.fetch_add(1, Ordering::Relaxed);
+        crate::metrics::record_script_load();
         Ok(())
     }
 

@@ -1,0 +1,71 @@
+//! What tollgate measures, through the [`metrics`](https://docs.rs/metrics)
+//! facade: the library records, the application installs whatever
+//! recorder (exporter) it likes, or none, which costs nearly nothing.
+//!
+//! No label ever holds a user key: label values are policy names, outcomes,
+//! sources, error kinds and states, a small fixed set.
+//!
+//! | name | kind | labels |
+//! |---|---|---|
+//! | `tollgate_decisions_total` | counter | `policy`, `outcome` (`allowed`, `denied`), `source` (`store`, `fallback`, `cache`) |
+//! | `tollgate_store_errors_total` | counter | `kind` (`io`, `timeout`, `busy`, `oom`, `cluster`, …) |
+//! | `tollgate_breaker_state` | gauge | 0 closed, 1 open |
+//! | `tollgate_breaker_transitions_total` | counter | `to` (`closed`, `open`) |
+//! | `tollgate_store_latency_seconds` | histogram | |
+//! | `tollgate_script_loads_total` | counter | |
+
+use std::time::Duration;
+
+use crate::{Decision, StoreErrorKind};
+
+/// Decisions, by policy, outcome and source.
+pub const DECISIONS: &str = "tollgate_decisions_total";
+/// Failed calls to the primary store, by kind.
+pub const STORE_ERRORS: &str = "tollgate_store_errors_total";
+/// The circuit breaker: 0 closed (the store is used), 1 open (fallback).
+pub const BREAKER_STATE: &str = "tollgate_breaker_state";
+/// Breaker switches, by the state switched to.
+pub const BREAKER_TRANSITIONS: &str = "tollgate_breaker_transitions_total";
+/// How long calls to the primary store took, failed ones included.
+pub const STORE_LATENCY: &str = "tollgate_store_latency_seconds";
+/// Scripts loaded into Redis (at connect, and after NOSCRIPT).
+pub const SCRIPT_LOADS: &str = "tollgate_script_loads_total";
+
+/// Counts one decision of `policy`. [`ResilientStore`] calls it for every
+/// decision it returns; callers that use another store directly can call it
+/// themselves.
+///
+/// [`ResilientStore`]: crate::store::resilient::ResilientStore
+pub fn record_decision(policy: &str, decision: &Decision) {
+    let outcome = if decision.allowed {
+        "allowed"
+    } else {
+        "denied"
+    };
+    metrics::counter!(
+        DECISIONS,
+        "policy" => policy.to_owned(),
+        "outcome" => outcome,
+        "source" => decision.source.as_str()
+    )
+    .increment(1);
+}
+
+pub(crate) fn record_store_error(kind: StoreErrorKind) {
+    metrics::counter!(STORE_ERRORS, "kind" => kind.as_str()).increment(1);
+}
+
+pub(crate) fn record_breaker(open: bool) {
+    metrics::gauge!(BREAKER_STATE).set(if open { 1.0 } else { 0.0 });
+    let to = if open { "open" } else { "closed" };
+    metrics::counter!(BREAKER_TRANSITIONS, "to" => to).increment(1);
+}
+
+pub(crate) fn record_latency(elapsed: Duration) {
+    metrics::histogram!(STORE_LATENCY).record(elapsed.as_secs_f64());
+}
+
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
+pub(crate) fn record_script_load() {
+    metrics::counter!(SCRIPT_LOADS).increment(1);
+}

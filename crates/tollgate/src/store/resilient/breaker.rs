@@ -1,0 +1,92 @@
+//! The circuit breaker: after enough consecutive failures of the primary
+//! store, stop calling it until a probe succeeds.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+/// Whether decisions go to the primary store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BreakerState {
+    /// The primary store is used.
+    Closed,
+    /// The primary store failed; decisions come from the failure policy
+    /// while a background probe waits for it to answer again.
+    Open,
+}
+
+impl BreakerState {
+    /// `closed` or `open`, for logs, metrics and health endpoints.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BreakerState::Closed => "closed",
+            BreakerState::Open => "open",
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct Breaker {
+    threshold: u32,
+    failures: AtomicU32,
+    open: AtomicBool,
+}
+
+impl Breaker {
+    pub(crate) fn new(threshold: u32) -> Breaker {
+        Breaker {
+            threshold,
+            failures: AtomicU32::new(0),
+            open: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn state(&self) -> BreakerState {
+        if self.open.load(Ordering::Acquire) {
+            BreakerState::Open
+        } else {
+            BreakerState::Closed
+        }
+    }
+
+    pub(crate) fn is_open(&self) -> bool {
+        self.open.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn success(&self) {
+        if self.failures.load(Ordering::Relaxed) != 0 {
+            self.failures.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts a failure; true for the one call that opened the breaker, so
+    /// that the switch is logged and probed once.
+    pub(crate) fn failure(&self) -> bool {
+        let n = self.failures.fetch_add(1, Ordering::Relaxed) + 1;
+        n >= self.threshold && !self.open.swap(true, Ordering::AcqRel)
+    }
+
+    pub(crate) fn close(&self) {
+        self.failures.store(0, Ordering::Relaxed);
+        self.open.store(false, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn opens_once_after_the_threshold_and_closes() {
+        let b = Breaker::new(3);
+        assert!(!b.failure());
+        b.success();
+        assert!(!b.failure() && !b.failure());
+        assert_eq!(b.state(), BreakerState::Closed);
+        assert!(b.failure(), "the third consecutive failure opens it");
+        assert!(!b.failure(), "only one caller sees the switch");
+        assert_eq!(b.state(), BreakerState::Open);
+        b.close();
+        assert_eq!(b.state(), BreakerState::Closed);
+        assert!(!b.failure());
+    }
+}

@@ -1,0 +1,182 @@
+//! Remembers denials, so that a flood on a key over its limit does not
+//! become a flood of Redis calls.
+//!
+//! Exact by construction: every algorithm here is monotone in cost (if a
+//! cost is denied, every larger cost is too) and in time without other
+//! requests (a denied cost stays denied until its `retry_after`; requests
+//! from other instances only consume more). So a denial of cost `c` with
+//! `retry_after` `r`, decided by the store at some moment after `sent`,
+//! proves that every cost ≥ `c` is denied until `sent + r`. Smaller costs,
+//! and everything after that moment, go to the store. Concurrency policies
+//! are never cached: a release anywhere frees a lease at once. The one
+//! thing the cache cannot see is a reset of the key through another
+//! instance; a reset through this store forgets the key here too.
+
+use std::collections::HashMap;
+
+use parking_lot::Mutex;
+
+use crate::algorithm::Algorithm;
+use crate::{Decision, Policy, Source};
+
+#[derive(Debug, Clone, Copy)]
+struct Denial {
+    algorithm: Algorithm,
+    cost: u64,
+    /// Local µs: until when every cost ≥ `cost` is denied.
+    until: u64,
+    /// Local µs: when the state is fresh again, as of the denial.
+    reset_at: u64,
+    limit: u64,
+    remaining: u64,
+}
+
+#[derive(Debug)]
+pub(crate) struct DenyCache {
+    threshold: u64,
+    max_keys: usize,
+    denials: Mutex<HashMap<Vec<u8>, Denial>>,
+}
+
+fn cache_key(policy: &Policy, key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(policy.name().len() + 1 + key.len());
+    k.extend_from_slice(policy.name().as_bytes());
+    // Policy names never contain a zero byte.
+    k.push(0);
+    k.extend_from_slice(key);
+    k
+}
+
+impl DenyCache {
+    pub(crate) fn new(threshold_micros: u64, max_keys: usize) -> DenyCache {
+        DenyCache {
+            threshold: threshold_micros,
+            max_keys,
+            denials: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// A denial of `cost` at `now`, if one is proven.
+    pub(crate) fn lookup(
+        &self,
+        policy: &Policy,
+        key: &[u8],
+        cost: u64,
+        now: u64,
+    ) -> Option<Decision> {
+        if cost == 0 {
+            return None;
+        }
+        let k = cache_key(policy, key);
+        let mut denials = self.denials.lock();
+        let d = *denials.get(&k)?;
+        if now >= d.until || d.algorithm != *policy.algorithm() {
+            denials.remove(&k);
+            return None;
+        }
+        if cost < d.cost {
+            return None;
+        }
+        Some(
+            Decision::from_micros(
+                false,
+                d.limit,
+                d.remaining,
+                d.reset_at.saturating_sub(now),
+                d.until - now,
+                0,
+            )
+            .with_source(Source::Cache),
+        )
+    }
+
+    /// Remembers `decision`, the store's answer to a check of `cost` sent
+    /// at `sent` (local µs).
+    pub(crate) fn remember(
+        &self,
+        policy: &Policy,
+        key: &[u8],
+        cost: u64,
+        decision: &Decision,
+        sent: u64,
+    ) {
+        let retry = decision.retry_after.as_micros() as u64;
+        if decision.allowed
+            || cost == 0
+            || retry < self.threshold
+            || matches!(policy.algorithm(), Algorithm::Concurrency(_))
+        {
+            return;
+        }
+        let denial = Denial {
+            algorithm: *policy.algorithm(),
+            cost,
+            until: sent + retry,
+            reset_at: sent + decision.reset_after.as_micros() as u64,
+            limit: decision.limit,
+            remaining: decision.remaining,
+        };
+        let k = cache_key(policy, key);
+        let mut denials = self.denials.lock();
+        if let Some(old) = denials.get(&k)
+            && old.until > sent
+            && old.cost < cost
+            && old.algorithm == denial.algorithm
+        {
+            // The older denial covers more costs; keep it.
+            return;
+        }
+        if denials.len() >= self.max_keys && !denials.contains_key(&k) {
+            denials.retain(|_, d| d.until > sent);
+            if denials.len() >= self.max_keys {
+                return;
+            }
+        }
+        denials.insert(k, denial);
+    }
+
+    pub(crate) fn forget(&self, policy: &Policy, key: &[u8]) {
+        self.denials.lock().remove(&cache_key(policy, key));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn denies_larger_costs_until_the_retry_and_nothing_else() {
+        let cache = DenyCache::new(1_000, 16);
+        let p = Policy::fixed_window("p", 10, Duration::from_secs(1)).unwrap();
+        let denied = Decision::from_micros(false, 10, 2, 500_000, 500_000, 0);
+        cache.remember(&p, b"k", 3, &denied, 1_000_000);
+        let hit = cache
+            .lookup(&p, b"k", 3, 1_100_000)
+            .expect("cost 3 is denied");
+        assert_eq!(hit.retry_after, Duration::from_millis(400));
+        assert_eq!(hit.source, Source::Cache);
+        assert!(cache.lookup(&p, b"k", 5, 1_499_999).is_some());
+        assert!(
+            cache.lookup(&p, b"k", 2, 1_100_000).is_none(),
+            "a smaller cost may fit"
+        );
+        assert!(cache.lookup(&p, b"other", 3, 1_100_000).is_none());
+        assert!(
+            cache.lookup(&p, b"k", 3, 1_500_000).is_none(),
+            "expired at the retry"
+        );
+        let short = Decision::from_micros(false, 10, 0, 500, 500, 0);
+        cache.remember(&p, b"s", 1, &short, 0);
+        assert!(
+            cache.lookup(&p, b"s", 1, 1).is_none(),
+            "below the threshold"
+        );
+        let changed = Policy::fixed_window("p", 20, Duration::from_secs(1)).unwrap();
+        cache.remember(&p, b"k", 3, &denied, 2_000_000);
+        assert!(
+            cache.lookup(&changed, b"k", 3, 2_000_001).is_none(),
+            "a reloaded policy"
+        );
+    }
+}
