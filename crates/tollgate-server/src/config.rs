@@ -1,13 +1,17 @@
-//! Policy files: the `[[policy]]` tables shared by `simulate` and `serve`.
+//! Policy files: the `[[policy]]` tables shared by `simulate` and `serve`,
+//! and the service's `[server]` and `[store]` tables.
 //!
 //! Every error names the file, the line and the field; parsing collects all
 //! of them, so `tollgate validate` can print every problem at once.
 
 use std::fmt;
+use std::net::SocketAddr;
 use std::ops::Range;
 use std::path::Path;
+use std::time::Duration;
 
 use serde::Deserialize;
+use tollgate::store::resilient::OnFailure;
 use tollgate::{Policy, parse_duration};
 use toml::Spanned;
 
@@ -30,6 +34,60 @@ impl fmt::Display for ConfigError {
 struct RawFile {
     #[serde(default)]
     policy: Vec<Spanned<RawPolicy>>,
+    server: Option<RawServer>,
+    store: Option<RawStore>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawServer {
+    listen: Option<Spanned<String>>,
+    token: Option<Spanned<String>>,
+    token_file: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStore {
+    kind: Option<Spanned<String>>,
+    urls: Option<Spanned<Vec<String>>>,
+    prefix: Option<Spanned<String>>,
+    deadline: Option<Spanned<String>>,
+    on_failure: Option<Spanned<String>>,
+    expected_instances: Option<Spanned<i64>>,
+    max_keys: Option<Spanned<i64>>,
+}
+
+/// Where the service listens and who may ask it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct ServerSettings {
+    pub(crate) listen: Option<SocketAddr>,
+    pub(crate) token: Option<String>,
+}
+
+/// Which store the service decides on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StoreSettings {
+    /// Empty for the memory store.
+    pub(crate) urls: Vec<String>,
+    pub(crate) prefix: Option<String>,
+    pub(crate) deadline: Duration,
+    pub(crate) on_failure: OnFailure,
+    pub(crate) expected_instances: u32,
+    pub(crate) max_keys: Option<usize>,
+}
+
+impl Default for StoreSettings {
+    fn default() -> Self {
+        StoreSettings {
+            urls: Vec::new(),
+            prefix: None,
+            deadline: Duration::from_millis(50),
+            on_failure: OnFailure::Local,
+            expected_instances: 1,
+            max_keys: None,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -44,12 +102,17 @@ struct RawPolicy {
     burst: Option<Spanned<i64>>,
     capacity: Option<Spanned<i64>>,
     lease: Option<Spanned<String>>,
+    on_failure: Option<Spanned<String>>,
 }
 
-/// The policies of a file, in order.
+/// The policies of a file, in order, and the service's settings.
 #[derive(Debug, Clone)]
 pub(crate) struct PolicySet {
     pub(crate) policies: Vec<Policy>,
+    /// Per-policy failure policies (`on_failure` in a `[[policy]]`).
+    pub(crate) on_failure: Vec<(String, OnFailure)>,
+    pub(crate) server: ServerSettings,
+    pub(crate) store: StoreSettings,
 }
 
 impl PolicySet {
@@ -83,6 +146,25 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<PolicySet, Vec<ConfigError
         .map_err(|e| vec![at(e.span().unwrap_or(0..0), e.message().trim().to_string())])?;
     let mut errors = Vec::new();
     let mut policies: Vec<Policy> = Vec::new();
+    let mut on_failure = Vec::new();
+    let server = raw
+        .server
+        .map(|s| server_settings(s, file))
+        .transpose()
+        .unwrap_or_else(|(span, message)| {
+            errors.push(at(span, message));
+            None
+        })
+        .unwrap_or_default();
+    let store = raw
+        .store
+        .map(store_settings)
+        .transpose()
+        .unwrap_or_else(|(span, message)| {
+            errors.push(at(span, message));
+            None
+        })
+        .unwrap_or_default();
     for table in raw.policy {
         let span = table.span();
         let raw = table.into_inner();
@@ -94,6 +176,12 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<PolicySet, Vec<ConfigError
             ));
             continue;
         }
+        if let Some(value) = &raw.on_failure {
+            match value.get_ref().parse::<OnFailure>() {
+                Ok(mode) => on_failure.push((name.clone(), mode)),
+                Err(e) => errors.push(at(value.span(), format!("policy `{name}`: {e}"))),
+            }
+        }
         match build(&raw) {
             Ok(policy) => policies.push(policy),
             Err((field_span, message)) => errors.push(at(
@@ -103,13 +191,146 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<PolicySet, Vec<ConfigError
         }
     }
     if errors.is_empty() {
-        Ok(PolicySet { policies })
+        Ok(PolicySet {
+            policies,
+            on_failure,
+            server,
+            store,
+        })
     } else {
         Err(errors)
     }
 }
 
 type FieldError = (Option<Range<usize>>, String);
+type SpannedError = (Range<usize>, String);
+
+fn server_settings(raw: RawServer, file: &str) -> Result<ServerSettings, SpannedError> {
+    let listen = match raw.listen {
+        Some(v) => Some(v.get_ref().parse::<SocketAddr>().map_err(|e| {
+            (
+                v.span(),
+                format!(
+                    "[server] `listen`: {e}: {:?} (expected an address such as \"127.0.0.1:8080\")",
+                    v.get_ref()
+                ),
+            )
+        })?),
+        None => None,
+    };
+    let token = match (raw.token, raw.token_file) {
+        (Some(t), Some(f)) => {
+            let span = t.span().start.min(f.span().start)..f.span().end;
+            return Err((
+                span,
+                "[server] `token` and `token_file` exclude each other".into(),
+            ));
+        }
+        (Some(t), None) if t.get_ref().is_empty() => {
+            return Err((t.span(), "[server] `token` must not be empty".into()));
+        }
+        (Some(t), None) => Some(t.into_inner()),
+        (None, Some(f)) => {
+            // A relative token file is relative to the config file.
+            let path = Path::new(file)
+                .parent()
+                .unwrap_or(Path::new("."))
+                .join(f.get_ref());
+            let token = std::fs::read_to_string(&path)
+                .map_err(|e| {
+                    (
+                        f.span(),
+                        format!("[server] `token_file` {}: {e}", path.display()),
+                    )
+                })?
+                .trim()
+                .to_string();
+            if token.is_empty() {
+                return Err((
+                    f.span(),
+                    format!("[server] `token_file` {} is empty", path.display()),
+                ));
+            }
+            Some(token)
+        }
+        (None, None) => None,
+    };
+    Ok(ServerSettings { listen, token })
+}
+
+fn store_settings(raw: RawStore) -> Result<StoreSettings, SpannedError> {
+    let mut settings = StoreSettings::default();
+    let kind = raw.kind.as_ref().map(|k| (k.get_ref().as_str(), k.span()));
+    match kind {
+        None | Some(("memory", _)) | Some(("redis", _)) => {}
+        Some((other, span)) => {
+            return Err((
+                span,
+                format!("[store] `kind`: expected `memory` or `redis`, got {other:?}"),
+            ));
+        }
+    }
+    if let Some(urls) = raw.urls {
+        if urls.get_ref().is_empty() {
+            return Err((
+                urls.span(),
+                "[store] `urls` must name at least one server".into(),
+            ));
+        }
+        settings.urls = urls.into_inner();
+    }
+    match kind {
+        Some(("redis", span)) if settings.urls.is_empty() => {
+            return Err((span, "[store] `kind = \"redis\"` needs `urls`".into()));
+        }
+        Some(("memory", span)) if !settings.urls.is_empty() => {
+            return Err((span, "[store] `kind = \"memory\"` takes no `urls`".into()));
+        }
+        _ => {}
+    }
+    settings.prefix = raw.prefix.map(Spanned::into_inner);
+    if let Some(d) = raw.deadline {
+        settings.deadline = parse_duration(d.get_ref())
+            .map_err(|e| (d.span(), format!("[store] `deadline`: {e}")))?;
+    }
+    if let Some(f) = raw.on_failure {
+        settings.on_failure = f
+            .get_ref()
+            .parse()
+            .map_err(|e| (f.span(), format!("[store] {e}")))?;
+    }
+    if let Some(n) = raw.expected_instances {
+        settings.expected_instances = u32::try_from(*n.get_ref())
+            .ok()
+            .filter(|&n| n > 0)
+            .ok_or_else(|| {
+                (
+                    n.span(),
+                    format!(
+                        "[store] `expected_instances` must be a positive integer, got {}",
+                        n.get_ref()
+                    ),
+                )
+            })?;
+    }
+    if let Some(n) = raw.max_keys {
+        settings.max_keys = Some(
+            usize::try_from(*n.get_ref())
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| {
+                    (
+                        n.span(),
+                        format!(
+                            "[store] `max_keys` must be a positive integer, got {}",
+                            n.get_ref()
+                        ),
+                    )
+                })?,
+        );
+    }
+    Ok(settings)
+}
 
 fn build(raw: &RawPolicy) -> Result<Policy, FieldError> {
     let name = raw.name.get_ref();

@@ -1,8 +1,13 @@
 //! The `tollgate` command: a thin entry point; each subcommand lives in its
 //! own module.
 
+mod check;
 mod config;
+mod http;
+mod serve;
 mod simulate;
+mod store;
+mod validate;
 
 use clap::{Parser, Subcommand};
 
@@ -16,6 +21,12 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the rate-limit service (HTTP JSON API).
+    Serve(serve::ServeArgs),
+    /// Ask a running service for a decision; exit 0 allowed, 1 denied.
+    Check(check::CheckArgs),
+    /// Check a config file; print every error with its line.
+    Validate(validate::ValidateArgs),
     /// Replay a trace of requests against a policy file on a virtual clock.
     Simulate(simulate::SimulateArgs),
 }
@@ -23,6 +34,9 @@ enum Command {
 fn main() {
     let cli = Cli::parse();
     let code = match cli.command {
+        Command::Serve(args) => serve::run(args),
+        Command::Check(args) => check::run(args),
+        Command::Validate(args) => validate::run(args),
         Command::Simulate(args) => simulate::run(args),
     };
     std::process::exit(code);

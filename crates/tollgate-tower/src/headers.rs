@@ -9,6 +9,8 @@
 //! RateLimit: "per-ip";r=119;t=60, "uploads";r=3
 //! ```
 //!
+//! The service (`tollgate serve`) sends the same fields from this module.
+//!
 //! `q` is the policy's `limit`, `burst` or `capacity`; `w` the span it is
 //! counted over (window, `per`, in whole seconds rounded up). `r` is what
 //! remains after this request; `t` is when more quota is certain to be
@@ -25,17 +27,17 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 use tollgate::{Algorithm, Decision, Policy};
 
 /// `RateLimit-Policy`.
-pub(crate) const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 /// `RateLimit`.
-pub(crate) const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 
 /// Whole seconds, rounded up: waiting this long is always enough.
-pub(crate) fn ceil_secs(d: Duration) -> u64 {
+pub fn ceil_secs(d: Duration) -> u64 {
     d.as_secs() + u64::from(d.subsec_nanos() > 0)
 }
 
 /// Whole milliseconds, rounded up.
-pub(crate) fn ceil_millis(d: Duration) -> u64 {
+pub fn ceil_millis(d: Duration) -> u64 {
     let ms = d.as_millis();
     let exact = Duration::from_millis(ms as u64) == d;
     (ms as u64).saturating_add(u64::from(!exact))
@@ -72,14 +74,14 @@ fn limit_item(out: &mut String, policy: &Policy, decision: &Decision) {
 
 /// The two fields for a set of decisions.
 #[derive(Debug, Clone)]
-pub(crate) struct RateLimitHeaders {
+pub struct RateLimitHeaders {
     policy: HeaderValue,
     limit: HeaderValue,
 }
 
 impl RateLimitHeaders {
     /// The fields for `decided`, in the order given; `None` when empty.
-    pub(crate) fn new<'a>(
+    pub fn new<'a>(
         decided: impl Iterator<Item = (&'a Policy, &'a Decision)>,
     ) -> Option<RateLimitHeaders> {
         let mut policy = String::new();
@@ -105,7 +107,7 @@ impl RateLimitHeaders {
 
     /// Adds both fields to `headers`, after any an inner limiter set (the
     /// lists then combine, as Structured Fields allow).
-    pub(crate) fn append_to(self, headers: &mut HeaderMap) {
+    pub fn append_to(self, headers: &mut HeaderMap) {
         headers.append(RATELIMIT_POLICY, self.policy);
         headers.append(RATELIMIT, self.limit);
     }

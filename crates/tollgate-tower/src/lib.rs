@@ -3,7 +3,7 @@
 mod body;
 pub mod extract;
 mod future;
-mod headers;
+pub mod headers;
 mod key;
 mod layer;
 mod lease;

@@ -483,3 +483,68 @@ fn the_deny_cache_spares_redis_under_a_flood() {
         assert_eq!(small.source, Source::Store);
     });
 }
+
+#[test]
+fn a_cluster_failover_under_load_heals_within_the_node_timeout() {
+    use tollgate_testkit::RedisCluster;
+    let node_timeout = Duration::from_millis(1000);
+    let cluster = RedisCluster::builder(3, 1)
+        .node_timeout(node_timeout)
+        .start();
+    runtime().block_on(async {
+        // A bare RedisStore, so that every failure shows as an error.
+        let store = Arc::new(
+            RedisStore::builder(cluster.seed_urls())
+                .deadline(DEADLINE)
+                .connect()
+                .await
+                .unwrap(),
+        );
+        let (rate, burst) = (200u64, 50u64);
+        let policy = Arc::new(Policy::token_bucket("fo", rate, Duration::from_secs(1), burst).unwrap());
+        let primary = cluster.primary_for_key(&store.key_of(&policy, b"hot"));
+        let replica = cluster.replicas_of(primary)[0];
+        let start = Instant::now();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let tasks: Vec<_> = (0..8)
+            .map(|_| {
+                let (store, policy, stop) = (store.clone(), policy.clone(), stop.clone());
+                tokio::spawn(async move {
+                    let mut seen = Vec::new();
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let at = start.elapsed();
+                        let r = tokio::time::timeout(Duration::from_secs(2), store.check(&policy, b"hot", 1)).await;
+                        let ok = matches!(&r, Ok(Ok(_)));
+                        let allowed = matches!(&r, Ok(Ok(d)) if d.allowed);
+                        seen.push((at, ok, allowed));
+                        tokio::time::sleep(Duration::from_millis(2)).await;
+                    }
+                    seen
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let failover_at = start.elapsed();
+        tokio::task::block_in_place(|| cluster.failover(replica));
+        let done_at = start.elapsed();
+        tokio::time::sleep(node_timeout + Duration::from_millis(1500)).await;
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let mut all = Vec::new();
+        for t in tasks {
+            all.extend(t.await.unwrap());
+        }
+        let run = start.elapsed();
+        let healed = failover_at + node_timeout + Duration::from_secs(1);
+        let late_errors = all.iter().filter(|(at, ok, _)| !ok && *at > healed).count();
+        let errors = all.iter().filter(|(_, ok, _)| !ok).count();
+        let admitted = all.iter().filter(|(.., allowed)| *allowed).count() as u64;
+        let bound = burst + rate * run.as_millis() as u64 / 1000;
+        eprintln!(
+            "CLUSTER FAILOVER: took {:?}, {errors} errors in all, {late_errors} after node timeout + 1 s; \
+             admitted {admitted} over {run:?} (bound {bound}, + one burst allowed)",
+            done_at - failover_at
+        );
+        assert_eq!(late_errors, 0, "errors after node timeout + 1 s");
+        assert!(admitted <= bound + burst, "over-admission beyond one burst: {admitted} > {bound} + {burst}");
+    });
+}

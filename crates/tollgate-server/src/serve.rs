@@ -1,0 +1,218 @@
+//! `tollgate serve`: the rate-limit service.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, SystemTime};
+
+use clap::Args;
+use metrics_exporter_prometheus::PrometheusBuilder;
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::config::{self, PolicySet};
+use crate::http::{AppState, router};
+use crate::store;
+
+/// The policies served when no config file is given nor found.
+const BUILT_IN: &str = include_str!("../../../examples/tollgate.toml");
+
+/// Arguments of `tollgate serve`.
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// The config file (default: `tollgate.toml` if it exists, else the
+    /// built-in example policies).
+    #[arg(long, env = "TOLLGATE_CONFIG")]
+    config: Option<PathBuf>,
+    /// Where the HTTP API listens (default 127.0.0.1:8080; port 0 picks a
+    /// free port, printed at start).
+    #[arg(long, env = "TOLLGATE_LISTEN")]
+    listen: Option<SocketAddr>,
+    /// A Redis URL; repeat it for a cluster's seed nodes. Overrides the
+    /// config's `[store]` servers.
+    #[arg(long = "redis", env = "TOLLGATE_REDIS", value_delimiter = ',')]
+    redis: Vec<String>,
+    /// A bearer token every request but /healthz must carry.
+    #[arg(long, env = "TOLLGATE_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+}
+
+fn load(args: &ServeArgs) -> Result<(PolicySet, Option<PathBuf>), Vec<config::ConfigError>> {
+    let path = match &args.config {
+        Some(p) => Some(p.clone()),
+        None => Some(PathBuf::from("tollgate.toml")).filter(|p| p.exists()),
+    };
+    match &path {
+        Some(p) => Ok((config::load(p)?, path)),
+        None => Ok((config::parse("built-in example policies", BUILT_IN)?, None)),
+    }
+}
+
+/// Runs the service until SIGTERM or SIGINT; exit code 0, or 2 when the
+/// configuration is wrong, 1 when the service cannot start.
+pub(crate) fn run(args: ServeArgs) -> i32 {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let (mut config, path) = match load(&args) {
+        Ok(loaded) => loaded,
+        Err(errors) => {
+            for e in errors {
+                eprintln!("error: {e}");
+            }
+            return 2;
+        }
+    };
+    if !args.redis.is_empty() {
+        config.store.urls = args.redis.clone();
+    }
+    if args.token.is_some() {
+        config.server.token = args.token.clone();
+    }
+    let listen = args
+        .listen
+        .or(config.server.listen)
+        .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080)));
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return 1;
+        }
+    };
+    runtime.block_on(serve(config, path, listen))
+}
+
+async fn serve(config: PolicySet, path: Option<PathBuf>, listen: SocketAddr) -> i32 {
+    let metrics = match PrometheusBuilder::new().install_recorder() {
+        Ok(handle) => Some(handle),
+        Err(e) => {
+            eprintln!("warning: metrics are off: {e}");
+            None
+        }
+    };
+    let store = match store::build(&config).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 1;
+        }
+    };
+    let listener = match tokio::net::TcpListener::bind(listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: cannot listen on {listen}: {e}");
+            return 1;
+        }
+    };
+    let local = listener.local_addr().map_or(listen, |a| a);
+    // The first line says where, for people and for scripts and tests.
+    println!("tollgate listening on http://{local}");
+    println!("store: {}", store.describe());
+    for p in &config.policies {
+        println!(
+            "policy {}: {} (limit {})",
+            p.name(),
+            p.algorithm().name(),
+            p.limit()
+        );
+    }
+    let state = Arc::new(AppState {
+        store,
+        token: config.server.token.clone(),
+        policies: RwLock::new(Arc::new(config)),
+        metrics: metrics.clone(),
+    });
+    if let Some(handle) = metrics {
+        // Without an exporter task, histograms are drained here.
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                handle.run_upkeep();
+            }
+        });
+    }
+    if let Some(path) = path {
+        tokio::spawn(reload_on_change(state.clone(), path));
+    }
+    let app = router(state);
+    match axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown())
+        .await
+    {
+        Ok(()) => {
+            eprintln!("stopped");
+            0
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            1
+        }
+    }
+}
+
+/// SIGTERM or SIGINT: stop accepting, finish what is in flight.
+async fn shutdown() {
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    tracing::info!("shutting down: finishing requests in flight");
+}
+
+fn modified(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+/// Reloads the policies on SIGHUP and when the file changes (checked every
+/// second). A config that fails validation leaves the running one in place.
+async fn reload_on_change(state: Arc<AppState>, path: PathBuf) {
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        return;
+    };
+    let mut seen = modified(&path);
+    loop {
+        tokio::select! {
+            _ = hup.recv() => {}
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {
+                let now = modified(&path);
+                if now == seen {
+                    continue;
+                }
+            }
+        }
+        seen = modified(&path);
+        match config::load(&path) {
+            Ok(new) => {
+                let old = state.policies();
+                if new.store != old.store
+                    || new.server != old.server
+                    || new.on_failure != old.on_failure
+                {
+                    tracing::warn!(
+                        "[server], [store] and on_failure changes take effect after a restart"
+                    );
+                }
+                let names: Vec<&str> = new.policies.iter().map(|p| p.name()).collect();
+                tracing::info!(policies = ?names, "reloaded {}", path.display());
+                state.replace_policies(new);
+            }
+            Err(errors) => {
+                for e in errors {
+                    tracing::error!("reload refused, the running config stays: {e}");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! The store the service decides on, built from the `[store]` settings.
+
+use std::sync::Arc;
+
+use tollgate::store::redis::RedisStore;
+use tollgate::store::resilient::{BreakerState, ResilientStore};
+use tollgate::{MemoryStore, Store};
+
+use crate::config::{PolicySet, StoreSettings};
+
+/// The store, and how to tell whether it is serving.
+#[derive(Debug, Clone)]
+pub(crate) struct ServiceStore {
+    pub(crate) store: Arc<dyn Store>,
+    /// Present on Redis: its breaker says whether Redis or the failure
+    /// policy decides.
+    pub(crate) resilient: Option<ResilientStore>,
+    pub(crate) settings: StoreSettings,
+}
+
+impl ServiceStore {
+    /// `memory`, or `redis (N servers)`, for logs and `/readyz`. URLs are
+    /// not echoed: they may carry a password.
+    pub(crate) fn describe(&self) -> String {
+        match self.settings.urls.len() {
+            0 => "memory".to_string(),
+            1 => format!("redis ({})", redact(&self.settings.urls[0])),
+            n => format!(
+                "redis cluster ({n} seed nodes, first {})",
+                redact(&self.settings.urls[0])
+            ),
+        }
+    }
+
+    pub(crate) fn breaker(&self) -> Option<BreakerState> {
+        self.resilient.as_ref().map(ResilientStore::breaker_state)
+    }
+}
+
+/// A Redis URL without its user and password.
+pub(crate) fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}://***@{}", &url[..scheme], &url[at + 1..])
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// Connects the store `config` asks for.
+pub(crate) async fn build(config: &PolicySet) -> Result<ServiceStore, String> {
+    let settings = config.store.clone();
+    if settings.urls.is_empty() {
+        let mut memory = MemoryStore::builder();
+        if let Some(max) = settings.max_keys {
+            memory = memory.max_keys(max);
+        }
+        return Ok(ServiceStore {
+            store: Arc::new(memory.build()),
+            resilient: None,
+            settings,
+        });
+    }
+    let mut redis = RedisStore::builder(settings.urls.clone()).deadline(settings.deadline);
+    if let Some(prefix) = &settings.prefix {
+        redis = redis.prefix(prefix.clone());
+    }
+    // The library's errors never contain the URL, so no password leaks.
+    let redis = redis
+        .connect()
+        .await
+        .map_err(|e| format!("cannot connect to {}: {e}", redact(&settings.urls[0])))?;
+    let mut builder = ResilientStore::builder(Arc::new(redis))
+        .deadline(settings.deadline)
+        .on_failure(settings.on_failure)
+        .expected_instances(settings.expected_instances);
+    if let Some(max) = settings.max_keys {
+        builder = builder.max_keys(max);
+    }
+    for (policy, mode) in &config.on_failure {
+        builder = builder.policy_on_failure(policy, *mode);
+    }
+    let resilient = builder.build().map_err(|e| e.to_string())?;
+    Ok(ServiceStore {
+        store: Arc::new(resilient.clone()),
+        resilient: Some(resilient),
+        settings,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn passwords_never_show() {
+        assert_eq!(
+            redact("redis://user:secret@10.0.0.1:6379/0"),
+            "redis://***@10.0.0.1:6379/0"
+        );
+        assert_eq!(
+            redact("rediss://:secret@host:6380"),
+            "rediss://***@host:6380"
+        );
+        assert_eq!(redact("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+    }
+}
