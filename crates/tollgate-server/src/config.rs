@@ -10,6 +10,7 @@ use std::ops::Range;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::descriptor::{self, Descriptor, RawDescriptor};
 use serde::Deserialize;
 use tollgate::store::resilient::OnFailure;
 use tollgate::{Policy, parse_duration};
@@ -36,12 +37,15 @@ struct RawFile {
     policy: Vec<Spanned<RawPolicy>>,
     server: Option<RawServer>,
     store: Option<RawStore>,
+    #[serde(default)]
+    descriptor: Vec<RawDescriptor>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawServer {
     listen: Option<Spanned<String>>,
+    grpc_listen: Option<Spanned<String>>,
     token: Option<Spanned<String>>,
     token_file: Option<Spanned<String>>,
 }
@@ -62,6 +66,7 @@ struct RawStore {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct ServerSettings {
     pub(crate) listen: Option<SocketAddr>,
+    pub(crate) grpc_listen: Option<SocketAddr>,
     pub(crate) token: Option<String>,
 }
 
@@ -113,6 +118,8 @@ pub(crate) struct PolicySet {
     pub(crate) on_failure: Vec<(String, OnFailure)>,
     pub(crate) server: ServerSettings,
     pub(crate) store: StoreSettings,
+    /// `[[descriptor]]` tables: Envoy descriptors mapped to policies.
+    pub(crate) descriptors: Vec<Descriptor>,
 }
 
 impl PolicySet {
@@ -190,12 +197,20 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<PolicySet, Vec<ConfigError
             )),
         }
     }
+    let mut descriptors = Vec::new();
+    for raw in raw.descriptor {
+        match descriptor::check(raw, &policies, &descriptors) {
+            Ok(d) => descriptors.push(d),
+            Err((span, message)) => errors.push(at(span, message)),
+        }
+    }
     if errors.is_empty() {
         Ok(PolicySet {
             policies,
             on_failure,
             server,
             store,
+            descriptors,
         })
     } else {
         Err(errors)
@@ -205,19 +220,24 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<PolicySet, Vec<ConfigError
 type FieldError = (Option<Range<usize>>, String);
 type SpannedError = (Range<usize>, String);
 
-fn server_settings(raw: RawServer, file: &str) -> Result<ServerSettings, SpannedError> {
-    let listen = match raw.listen {
-        Some(v) => Some(v.get_ref().parse::<SocketAddr>().map_err(|e| {
+fn address(
+    value: Option<Spanned<String>>,
+    field: &str,
+) -> Result<Option<SocketAddr>, SpannedError> {
+    match value {
+        Some(v) => Ok(Some(v.get_ref().parse::<SocketAddr>().map_err(|e| {
             (
                 v.span(),
-                format!(
-                    "[server] `listen`: {e}: {:?} (expected an address such as \"127.0.0.1:8080\")",
-                    v.get_ref()
-                ),
+                format!("[server] `{field}`: {e}: {:?} (expected an address such as \"127.0.0.1:8080\")", v.get_ref()),
             )
-        })?),
-        None => None,
-    };
+        })?)),
+        None => Ok(None),
+    }
+}
+
+fn server_settings(raw: RawServer, file: &str) -> Result<ServerSettings, SpannedError> {
+    let grpc_listen = address(raw.grpc_listen, "grpc_listen")?;
+    let listen = address(raw.listen, "listen")?;
     let token = match (raw.token, raw.token_file) {
         (Some(t), Some(f)) => {
             let span = t.span().start.min(f.span().start)..f.span().end;
@@ -255,7 +275,11 @@ fn server_settings(raw: RawServer, file: &str) -> Result<ServerSettings, Spanned
         }
         (None, None) => None,
     };
-    Ok(ServerSettings { listen, token })
+    Ok(ServerSettings {
+        listen,
+        grpc_listen,
+        token,
+    })
 }
 
 fn store_settings(raw: RawStore) -> Result<StoreSettings, SpannedError> {

@@ -3,6 +3,8 @@
 
 mod check;
 mod config;
+mod descriptor;
+mod grpc;
 mod http;
 mod serve;
 mod simulate;
@@ -21,7 +23,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run the rate-limit service (HTTP JSON API).
+    /// Run the rate-limit service (HTTP JSON API, Envoy rate limit gRPC API).
     Serve(serve::ServeArgs),
     /// Ask a running service for a decision; exit 0 allowed, 1 denied.
     Check(check::CheckArgs),

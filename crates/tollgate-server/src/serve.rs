@@ -1,5 +1,6 @@
 //! `tollgate serve`: the rate-limit service.
 
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -27,6 +28,10 @@ pub(crate) struct ServeArgs {
     /// free port, printed at start).
     #[arg(long, env = "TOLLGATE_LISTEN")]
     listen: Option<SocketAddr>,
+    /// Where Envoy's rate limit gRPC API listens (off unless given here or
+    /// as `[server] grpc_listen`).
+    #[arg(long, env = "TOLLGATE_GRPC_LISTEN")]
+    grpc_listen: Option<SocketAddr>,
     /// A Redis URL; repeat it for a cluster's seed nodes. Overrides the
     /// config's `[store]` servers.
     #[arg(long = "redis", env = "TOLLGATE_REDIS", value_delimiter = ',')]
@@ -85,10 +90,16 @@ pub(crate) fn run(args: ServeArgs) -> i32 {
             return 1;
         }
     };
-    runtime.block_on(serve(config, path, listen))
+    let grpc = args.grpc_listen.or(config.server.grpc_listen);
+    runtime.block_on(serve(config, path, listen, grpc))
 }
 
-async fn serve(config: PolicySet, path: Option<PathBuf>, listen: SocketAddr) -> i32 {
+async fn serve(
+    config: PolicySet,
+    path: Option<PathBuf>,
+    listen: SocketAddr,
+    grpc: Option<SocketAddr>,
+) -> i32 {
     let metrics = match PrometheusBuilder::new().install_recorder() {
         Ok(handle) => Some(handle),
         Err(e) => {
@@ -111,17 +122,35 @@ async fn serve(config: PolicySet, path: Option<PathBuf>, listen: SocketAddr) -> 
         }
     };
     let local = listener.local_addr().map_or(listen, |a| a);
-    // The first line says where, for people and for scripts and tests.
-    println!("tollgate listening on http://{local}");
-    println!("store: {}", store.describe());
+    let grpc = match grpc
+        .map(tonic::transport::server::TcpIncoming::bind)
+        .transpose()
+    {
+        Ok(incoming) => incoming,
+        Err(e) => {
+            eprintln!("error: cannot listen for gRPC: {e}");
+            return 1;
+        }
+    };
+    // The first line says where, for people and for scripts and tests. A
+    // closed stdout must not stop the service: write errors are ignored.
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "tollgate listening on http://{local}");
+    if let Some(addr) = grpc.as_ref().and_then(|g| g.local_addr().ok()) {
+        let _ = writeln!(out, "tollgate gRPC (Envoy rate limit service) on {addr}");
+    }
+    let _ = writeln!(out, "store: {}", store.describe());
     for p in &config.policies {
-        println!(
+        let _ = writeln!(
+            out,
             "policy {}: {} (limit {})",
             p.name(),
             p.algorithm().name(),
             p.limit()
         );
     }
+    let _ = out.flush();
+    drop(out);
     let state = Arc::new(AppState {
         store,
         token: config.server.token.clone(),
@@ -140,17 +169,47 @@ async fn serve(config: PolicySet, path: Option<PathBuf>, listen: SocketAddr) -> 
     if let Some(path) = path {
         tokio::spawn(reload_on_change(state.clone(), path));
     }
+    // One signal stops both servers.
+    let (stop, stopping) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown().await;
+        let _ = stop.send(true);
+    });
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    };
+    let grpc_server = grpc.map(|incoming| {
+        let service = crate::grpc::service(state.clone());
+        let until = stopped(stopping.clone());
+        tokio::spawn(async move {
+            tonic::transport::Server::builder()
+                .add_service(service)
+                .serve_with_incoming_shutdown(incoming, until)
+                .await
+        })
+    });
     let app = router(state);
-    match axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown())
-        .await
-    {
-        Ok(()) => {
+    let http = axum::serve(listener, app)
+        .with_graceful_shutdown(stopped(stopping))
+        .await;
+    let grpc = match grpc_server {
+        Some(task) => match task.await {
+            Ok(result) => result.map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        },
+        None => Ok(()),
+    };
+    match (http, grpc) {
+        (Ok(()), Ok(())) => {
             eprintln!("stopped");
             0
         }
-        Err(e) => {
+        (Err(e), _) => {
             eprintln!("error: {e}");
+            1
+        }
+        (_, Err(e)) => {
+            eprintln!("error: gRPC: {e}");
             1
         }
     }

@@ -1,0 +1,167 @@
+//! Envoy's rate limit service (`envoy.service.ratelimit.v3.RateLimitService`),
+//! so that Envoy, Istio or Envoy Gateway can ask tollgate.
+//!
+//! Each descriptor of a request is looked up in the `[[descriptor]]`
+//! tables; a match is checked against its policy with the descriptor's
+//! values as the key, and the cost is the descriptor's `hits_addend`, else
+//! the request's, else 1 (an unset proto3 field reads 0). A descriptor
+//! that matches no table is `OK` with no limit, as in Envoy's own
+//! ratelimit service. The overall code is `OVER_LIMIT` when any
+//! descriptor is. Bad input is `INVALID_ARGUMENT`; a store down under
+//! `on_failure = "deny"` is `UNAVAILABLE`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use envoy_types::pb::envoy::config::core::v3::HeaderValue;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
+    Code, DescriptorStatus, RateLimit,
+};
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
+    RateLimitService, RateLimitServiceServer,
+};
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use envoy_types::pb::google::protobuf::Duration as ProtoDuration;
+use tollgate::{Decision, Error, Policy};
+use tollgate_tower::headers::{RATELIMIT, RATELIMIT_POLICY, RateLimitHeaders};
+use tonic::{Request, Response, Status};
+
+use crate::descriptor;
+use crate::http::AppState;
+
+/// The gRPC service over the shared state.
+#[derive(Debug, Clone)]
+pub(crate) struct Rls {
+    state: Arc<AppState>,
+}
+
+pub(crate) fn service(state: Arc<AppState>) -> RateLimitServiceServer<Rls> {
+    RateLimitServiceServer::new(Rls { state })
+}
+
+/// The policy's limit as Envoy's `requests_per_unit` and `unit`, where its
+/// window (or `per`) is a whole second, minute, hour or day.
+fn current_limit(policy: &Policy) -> RateLimit {
+    let unit = match policy.window().as_secs() {
+        _ if policy.window().subsec_nanos() != 0 => Unit::Unknown,
+        1 => Unit::Second,
+        60 => Unit::Minute,
+        3600 => Unit::Hour,
+        86_400 => Unit::Day,
+        _ => Unit::Unknown,
+    };
+    RateLimit {
+        name: policy.name().to_string(),
+        requests_per_unit: u32::try_from(policy.limit()).unwrap_or(u32::MAX),
+        unit: unit as i32,
+    }
+}
+
+fn proto_duration(d: Duration) -> ProtoDuration {
+    ProtoDuration {
+        seconds: d.as_secs() as i64,
+        nanos: d.subsec_nanos() as i32,
+    }
+}
+
+fn status_of(e: Error) -> Status {
+    match e {
+        Error::StoreUnavailable => Status::unavailable(e.to_string()),
+        Error::Store { .. } => Status::unavailable(e.to_string()),
+        _ => Status::invalid_argument(e.to_string()),
+    }
+}
+
+#[tonic::async_trait]
+impl RateLimitService for Rls {
+    async fn should_rate_limit(
+        &self,
+        request: Request<RateLimitRequest>,
+    ) -> Result<Response<RateLimitResponse>, Status> {
+        let request = request.into_inner();
+        if request.domain.is_empty() {
+            return Err(Status::invalid_argument("`domain` must not be empty"));
+        }
+        let set = self.state.policies();
+        let default_cost = if request.hits_addend == 0 {
+            1
+        } else {
+            u64::from(request.hits_addend)
+        };
+        let mut statuses = Vec::with_capacity(request.descriptors.len());
+        let mut decided: Vec<(&Policy, Decision)> = Vec::new();
+        for (i, d) in request.descriptors.iter().enumerate() {
+            let entries: Vec<(&str, &str)> = d
+                .entries
+                .iter()
+                .map(|e| (e.key.as_str(), e.value.as_str()))
+                .collect();
+            let Some((name, key)) = descriptor::find(&set.descriptors, &request.domain, &entries)
+            else {
+                statuses.push(DescriptorStatus {
+                    code: Code::Ok as i32,
+                    ..Default::default()
+                });
+                continue;
+            };
+            let policy = set.get(name).ok_or_else(|| {
+                Status::internal(format!("descriptor {i}: policy {name:?} vanished"))
+            })?;
+            let cost = d.hits_addend.as_ref().map_or(default_cost, |h| h.value);
+            let decision = self
+                .state
+                .store
+                .store
+                .check(policy, &key, cost)
+                .await
+                .map_err(|e| match status_of(e) {
+                    s if s.code() == tonic::Code::InvalidArgument => {
+                        Status::invalid_argument(format!("descriptor {i}: {}", s.message()))
+                    }
+                    s => s,
+                })?;
+            if self.state.store.resilient.is_none() {
+                tollgate::metrics::record_decision(policy.name(), &decision);
+            }
+            let until = if decision.allowed {
+                decision.reset_after
+            } else {
+                decision.retry_after
+            };
+            statuses.push(DescriptorStatus {
+                code: if decision.allowed {
+                    Code::Ok
+                } else {
+                    Code::OverLimit
+                } as i32,
+                current_limit: Some(current_limit(policy)),
+                limit_remaining: u32::try_from(decision.remaining).unwrap_or(u32::MAX),
+                duration_until_reset: Some(proto_duration(until)),
+                quota: None,
+            });
+            decided.push((policy, decision));
+        }
+        let over = statuses.iter().any(|s| s.code == Code::OverLimit as i32);
+        let mut response_headers_to_add = Vec::new();
+        if let Some(h) = RateLimitHeaders::new(decided.iter().map(|(p, d)| (*p, d))) {
+            let mut map = http::HeaderMap::new();
+            h.append_to(&mut map);
+            for name in [RATELIMIT_POLICY, RATELIMIT] {
+                if let Some(v) = map.get(&name).and_then(|v| v.to_str().ok()) {
+                    response_headers_to_add.push(HeaderValue {
+                        key: name.as_str().to_string(),
+                        value: v.to_string(),
+                        ..Default::default()
+                    });
+                }
+            }
+        }
+        Ok(Response::new(RateLimitResponse {
+            overall_code: if over { Code::OverLimit } else { Code::Ok } as i32,
+            statuses,
+            response_headers_to_add,
+            ..Default::default()
+        }))
+    }
+}

@@ -1,0 +1,219 @@
+//! Envoy's rate limit gRPC API of `tollgate serve`, driven by a real tonic
+//! client built from envoy-types, as Envoy would call it.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+
+const CONFIG: &str = r#"
+[[policy]]
+name = "per-ip"
+algorithm = "fixed_window"
+limit = 3
+window = "1m"
+
+[[policy]]
+name = "books"
+algorithm = "token_bucket"
+rate = 1
+per = "1h"
+burst = 2
+
+[[descriptor]]
+domain = "edge"
+entries = [{ key = "remote_address" }]
+policy = "per-ip"
+
+[[descriptor]]
+domain = "edge"
+entries = [{ key = "remote_address" }, { key = "path", value = "/api/books" }]
+policy = "books"
+"#;
+
+struct Service {
+    child: Child,
+    grpc: String,
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start() -> Service {
+    let dir = std::env::temp_dir().join(format!("tollgate-grpc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("tollgate.toml");
+    std::fs::write(&path, CONFIG).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--grpc-listen",
+            "127.0.0.1:0",
+            "--config",
+        ])
+        .arg(&path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let (mut http, mut grpc) = (String::new(), String::new());
+    out.read_line(&mut http).unwrap();
+    out.read_line(&mut grpc).unwrap();
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    let grpc = grpc
+        .trim()
+        .rsplit(' ')
+        .next()
+        .unwrap_or_else(|| panic!("no gRPC line: {grpc:?}"))
+        .to_string();
+    Service { child, grpc }
+}
+
+fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
+    RateLimitDescriptor {
+        entries: entries
+            .iter()
+            .map(|(k, v)| Entry {
+                key: k.to_string(),
+                value: v.to_string(),
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+async fn ask(
+    client: &mut RateLimitServiceClient<tonic::transport::Channel>,
+    domain: &str,
+    descriptors: Vec<RateLimitDescriptor>,
+    hits: u32,
+) -> Result<RateLimitResponse, tonic::Status> {
+    let request = RateLimitRequest {
+        domain: domain.to_string(),
+        descriptors,
+        hits_addend: hits,
+    };
+    client
+        .should_rate_limit(request)
+        .await
+        .map(|r| r.into_inner())
+}
+
+#[tokio::test]
+async fn should_rate_limit_answers_like_envoys_rate_limit_service() {
+    let service = start();
+    let mut client = RateLimitServiceClient::connect(format!("http://{}", service.grpc))
+        .await
+        .unwrap();
+    let ip = || descriptor(&[("remote_address", "10.0.0.1")]);
+
+    let r = ask(&mut client, "edge", vec![ip()], 0).await.unwrap();
+    assert_eq!(r.overall_code, Code::Ok as i32);
+    let s = &r.statuses[0];
+    assert_eq!(s.code, Code::Ok as i32);
+    assert_eq!(s.limit_remaining, 2, "hits_addend 0 counts as 1");
+    let limit = s.current_limit.as_ref().unwrap();
+    assert_eq!(
+        (limit.requests_per_unit, limit.unit, limit.name.as_str()),
+        (3, Unit::Minute as i32, "per-ip")
+    );
+    assert!(s.duration_until_reset.as_ref().unwrap().seconds <= 60);
+    let headers: Vec<(&str, &str)> = r
+        .response_headers_to_add
+        .iter()
+        .map(|h| (h.key.as_str(), h.value.as_str()))
+        .collect();
+    assert!(
+        headers.contains(&("ratelimit-policy", "\"per-ip\";q=3;w=60")),
+        "{headers:?}"
+    );
+
+    let r = ask(&mut client, "edge", vec![ip()], 2).await.unwrap();
+    assert_eq!(
+        (r.overall_code, r.statuses[0].limit_remaining),
+        (Code::Ok as i32, 0),
+        "hits_addend 2"
+    );
+    let r = ask(&mut client, "edge", vec![ip()], 0).await.unwrap();
+    assert_eq!(r.overall_code, Code::OverLimit as i32);
+    assert_eq!(r.statuses[0].code, Code::OverLimit as i32);
+    assert!(r.statuses[0].duration_until_reset.as_ref().unwrap().seconds <= 60);
+
+    // Several descriptors: one per policy, one unknown (OK, no limit), and
+    // a value that must match exactly.
+    let books = descriptor(&[("remote_address", "10.0.0.2"), ("path", "/api/books")]);
+    let unknown = descriptor(&[("user", "u1")]);
+    let other_path = descriptor(&[("remote_address", "10.0.0.2"), ("path", "/api/other")]);
+    let r = ask(&mut client, "edge", vec![books, unknown, other_path], 0)
+        .await
+        .unwrap();
+    assert_eq!(r.overall_code, Code::Ok as i32);
+    assert_eq!(r.statuses.len(), 3);
+    assert_eq!(r.statuses[0].current_limit.as_ref().unwrap().name, "books");
+    assert_eq!(r.statuses[0].limit_remaining, 1);
+    assert!(r.statuses[1].current_limit.is_none() && r.statuses[1].code == Code::Ok as i32);
+    assert!(
+        r.statuses[2].current_limit.is_none(),
+        "a value that differs does not match"
+    );
+    // Another domain shares nothing.
+    let r = ask(&mut client, "internal", vec![ip()], 0).await.unwrap();
+    assert!(r.statuses[0].current_limit.is_none());
+
+    // Bad input.
+    let e = ask(&mut client, "", vec![ip()], 0).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument);
+    let long = "x".repeat(2000);
+    let e = ask(
+        &mut client,
+        "edge",
+        vec![descriptor(&[("remote_address", &long)])],
+        0,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument);
+    assert!(e.message().contains("descriptor 0"), "{}", e.message());
+    let e = ask(&mut client, "edge", vec![ip()], 5).await.unwrap_err();
+    assert_eq!(
+        e.code(),
+        tonic::Code::InvalidArgument,
+        "5 hits on a limit of 3"
+    );
+}
+
+#[test]
+fn descriptors_are_validated_with_their_lines() {
+    let dir = std::env::temp_dir().join(format!("tollgate-grpc-v-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("bad.toml");
+    let bad = format!(
+        "{CONFIG}\n[[descriptor]]\ndomain = \"edge\"\nentries = [{{ key = \"remote_address\" }}]\npolicy = \"per-ip\"\n\n[[descriptor]]\ndomain = \"edge\"\nentries = [{{ key = \"k\" }}]\npolicy = \"nope\"\n"
+    );
+    std::fs::write(&path, &bad).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["validate", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let line_of = |needle: &str| bad.lines().position(|l| l.contains(needle)).unwrap() + 1;
+    assert!(err.contains("appear twice"), "{err}");
+    assert!(
+        err.contains(&format!("bad.toml:{}", line_of("policy = \"nope\""))) && err.contains("nope"),
+        "{err}"
+    );
+}
