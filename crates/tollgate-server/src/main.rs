@@ -1,6 +1,7 @@
 //! The `tollgate` command: a thin entry point; each subcommand lives in its
 //! own module.
 
+mod bench;
 mod check;
 mod config;
 mod descriptor;
@@ -27,6 +28,9 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Ask a running service for a decision; exit 0 allowed, 1 denied.
     Check(check::CheckArgs),
+    /// Drive a running service's HTTP API; print decisions per second and
+    /// latency percentiles.
+    Bench(bench::BenchArgs),
     /// Check a config file; print every error with its line.
     Validate(validate::ValidateArgs),
     /// Replay a trace of requests against a policy file on a virtual clock.
@@ -38,6 +42,7 @@ fn main() {
     let code = match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Check(args) => check::run(args),
+        Command::Bench(args) => bench::run(args),
         Command::Validate(args) => validate::run(args),
         Command::Simulate(args) => simulate::run(args),
     };

@@ -614,3 +614,37 @@ fn three_instances_on_one_redis_admit_exactly_the_limit() {
         "closed"
     );
 }
+
+#[test]
+fn bench_drives_the_service_and_reports() {
+    let s = Service::start(CONFIG, &[]);
+    let out = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args([
+            "bench",
+            "--url",
+            &format!("http://{}", s.addr),
+            "--policy",
+            "books",
+        ])
+        .args(["--duration", "1s", "--connections", "2", "--keys", "10"])
+        .env_remove("TOLLGATE_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rate: f64 = text.split_whitespace().next().unwrap().parse().unwrap();
+    assert!(rate > 0.0, "{text}");
+    assert!(text.contains("p99") && text.contains(" denied"), "{text}");
+    // Ten keys of limit 3: most of the traffic is denied, none is an error.
+    assert!(text.contains(", 0 errors)"), "{text}");
+    let bad = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["bench", "--url", "ftp://x", "--duration", "1s"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+}

@@ -1,0 +1,198 @@
+//! `tollgate bench`: drives a running service's `POST /v1/check` from
+//! several keep-alive connections and reports decisions per second and
+//! latency percentiles.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use hdrhistogram::Histogram;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+use indicatif::{ProgressBar, ProgressStyle};
+use tollgate::parse_duration;
+
+/// Arguments of `tollgate bench`.
+#[derive(Debug, Args)]
+pub(crate) struct BenchArgs {
+    /// The service.
+    #[arg(long, env = "TOLLGATE_URL", default_value = "http://127.0.0.1:8080")]
+    url: String,
+    /// The policy to check.
+    #[arg(long, default_value = "books")]
+    policy: String,
+    /// How many distinct keys the requests cycle through.
+    #[arg(long, default_value_t = 1000)]
+    keys: u64,
+    /// Concurrent keep-alive connections.
+    #[arg(long, default_value_t = 16)]
+    connections: usize,
+    /// How long to run (`10s`, `1m`).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    duration: Duration,
+    /// The cost of each check.
+    #[arg(long, default_value_t = 1)]
+    cost: u64,
+    /// The bearer token, if the service wants one.
+    #[arg(long, env = "TOLLGATE_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    allowed: AtomicU64,
+    denied: AtomicU64,
+    errors: AtomicU64,
+}
+
+/// Prints the figures; exit 0, or 2 when no request succeeded.
+pub(crate) fn run(args: BenchArgs) -> i32 {
+    let Some(authority) = args
+        .url
+        .strip_prefix("http://")
+        .map(|r| r.split('/').next().unwrap_or(r).to_string())
+    else {
+        eprintln!("error: --url must start with http://, got {:?}", args.url);
+        return 2;
+    };
+    if args.connections == 0 || args.keys == 0 {
+        eprintln!("error: --connections and --keys must be at least 1");
+        return 2;
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+    let args = Arc::new(args);
+    let counts = Arc::new(Counts::default());
+    let started = Instant::now();
+    let histograms = runtime.block_on(async {
+        let bar = ProgressBar::new(args.duration.as_secs().max(1));
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {elapsed}/{len}s {bar:30} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        let tasks: Vec<_> = (0..args.connections)
+            .map(|c| {
+                let (args, counts, authority) = (args.clone(), counts.clone(), authority.clone());
+                tokio::spawn(
+                    async move { connection(c, &args, &authority, &counts, started).await },
+                )
+            })
+            .collect();
+        while started.elapsed() < args.duration {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let done =
+                counts.allowed.load(Ordering::Relaxed) + counts.denied.load(Ordering::Relaxed);
+            bar.set_position(started.elapsed().as_secs());
+            bar.set_message(format!(
+                "{:.0} decisions/s",
+                done as f64 / started.elapsed().as_secs_f64()
+            ));
+        }
+        bar.finish_and_clear();
+        let mut all = Vec::new();
+        for t in tasks {
+            if let Ok(h) = t.await {
+                all.push(h);
+            }
+        }
+        all
+    });
+    let elapsed = started.elapsed().as_secs_f64();
+    let mut total = Histogram::<u64>::new(3).expect("a histogram");
+    for h in histograms {
+        let _ = total.add(h);
+    }
+    let (allowed, denied, errors) = (
+        counts.allowed.load(Ordering::Relaxed),
+        counts.denied.load(Ordering::Relaxed),
+        counts.errors.load(Ordering::Relaxed),
+    );
+    let us = |q: f64| total.value_at_quantile(q) as f64 / 1000.0;
+    println!(
+        "{:.0} decisions/s over {elapsed:.1} s with {} connections ({allowed} allowed, {denied} denied, {errors} errors)",
+        (allowed + denied) as f64 / elapsed,
+        args.connections
+    );
+    println!(
+        "latency µs: p50 {:.0}  p99 {:.0}  p999 {:.0}  max {:.0}",
+        us(0.5),
+        us(0.99),
+        us(0.999),
+        total.max() as f64 / 1000.0
+    );
+    if allowed + denied == 0 { 2 } else { 0 }
+}
+
+/// One keep-alive connection sending checks until the time is up; the
+/// latencies it saw, in ns.
+async fn connection(
+    c: usize,
+    args: &BenchArgs,
+    authority: &str,
+    counts: &Counts,
+    started: Instant,
+) -> Histogram<u64> {
+    let mut latencies = Histogram::<u64>::new(3).expect("a histogram");
+    let mut n = c as u64;
+    while started.elapsed() < args.duration {
+        let Ok(stream) = tokio::net::TcpStream::connect(authority).await else {
+            counts.errors.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let Ok((mut sender, conn)) =
+            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await
+        else {
+            counts.errors.fetch_add(1, Ordering::Relaxed);
+            continue;
+        };
+        tokio::spawn(conn);
+        while started.elapsed() < args.duration {
+            let body = format!(
+                "{{\"policy\":{},\"key\":\"bench-{}\",\"cost\":{}}}",
+                serde_json::Value::from(args.policy.as_str()),
+                n % args.keys,
+                args.cost
+            );
+            n += args.connections as u64;
+            let mut request = http::Request::post("/v1/check")
+                .header(http::header::HOST, authority)
+                .header(http::header::CONTENT_TYPE, "application/json");
+            if let Some(token) = &args.token {
+                request = request.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
+            }
+            let Ok(request) = request.body(Full::new(Bytes::from(body))) else {
+                counts.errors.fetch_add(1, Ordering::Relaxed);
+                continue;
+            };
+            let t = Instant::now();
+            let response = match sender.send_request(request).await {
+                Ok(r) => r,
+                Err(_) => {
+                    counts.errors.fetch_add(1, Ordering::Relaxed);
+                    break;
+                }
+            };
+            let status = response.status().as_u16();
+            let _ = response.into_body().collect().await;
+            let _ = latencies.record(t.elapsed().as_nanos() as u64);
+            match status {
+                200 => counts.allowed.fetch_add(1, Ordering::Relaxed),
+                429 => counts.denied.fetch_add(1, Ordering::Relaxed),
+                _ => counts.errors.fetch_add(1, Ordering::Relaxed),
+            };
+        }
+    }
+    latencies
+}
