@@ -79,7 +79,21 @@ impl RateLimitService for Rls {
         &self,
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, Status> {
-        let request = request.into_inner();
+        let started = std::time::Instant::now();
+        let result = self.decide(request.into_inner()).await;
+        let code = match &result {
+            Ok(_) => "ok".to_string(),
+            Err(status) => format!("{:?}", status.code()).to_lowercase(),
+        };
+        metrics::counter!("tollgate_grpc_requests_total", "method" => "ShouldRateLimit", "code" => code).increment(1);
+        metrics::histogram!("tollgate_grpc_request_duration_seconds", "method" => "ShouldRateLimit")
+            .record(started.elapsed().as_secs_f64());
+        result.map(Response::new)
+    }
+}
+
+impl Rls {
+    async fn decide(&self, request: RateLimitRequest) -> Result<RateLimitResponse, Status> {
         if request.domain.is_empty() {
             return Err(Status::invalid_argument("`domain` must not be empty"));
         }
@@ -157,11 +171,11 @@ impl RateLimitService for Rls {
                 }
             }
         }
-        Ok(Response::new(RateLimitResponse {
+        Ok(RateLimitResponse {
             overall_code: if over { Code::OverLimit } else { Code::Ok } as i32,
             statuses,
             response_headers_to_add,
             ..Default::default()
-        }))
+        })
     }
 }

@@ -38,7 +38,24 @@ policy = "books"
 
 struct Service {
     child: Child,
+    http: String,
     grpc: String,
+}
+
+impl Service {
+    /// `GET /metrics` over HTTP.
+    fn metrics(&self) -> String {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(&self.http).unwrap();
+        write!(
+            s,
+            "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    }
 }
 
 impl Drop for Service {
@@ -78,7 +95,11 @@ fn start() -> Service {
         .next()
         .unwrap_or_else(|| panic!("no gRPC line: {grpc:?}"))
         .to_string();
-    Service { child, grpc }
+    let http = http
+        .trim()
+        .trim_start_matches("tollgate listening on http://")
+        .to_string();
+    Service { child, http, grpc }
 }
 
 fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
@@ -192,6 +213,13 @@ async fn should_rate_limit_answers_like_envoys_rate_limit_service() {
         tonic::Code::InvalidArgument,
         "5 hits on a limit of 3"
     );
+
+    let metrics = service.metrics();
+    assert!(
+        metrics.contains("tollgate_grpc_requests_total{method=\"ShouldRateLimit\",code=\"ok\"}"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("code=\"invalidargument\""), "{metrics}");
 }
 
 #[test]
