@@ -648,3 +648,56 @@ fn bench_drives_the_service_and_reports() {
         .unwrap();
     assert_eq!(bad.status.code(), Some(2));
 }
+
+#[test]
+fn rediss_urls_speak_tls_to_redis() {
+    // A self-signed certificate for a TLS port beside the plain one (which
+    // the testkit uses to see the server up).
+    let dir = temp_dir();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let made = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+        ])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let tls_port = tollgate_testkit::free_port().to_string();
+    let (cert, key) = (cert.to_str().unwrap(), key.to_str().unwrap());
+    let server = RedisServer::start_with(&[
+        "--tls-port",
+        &tls_port,
+        "--tls-cert-file",
+        cert,
+        "--tls-key-file",
+        key,
+        "--tls-ca-cert-file",
+        cert,
+        "--tls-auth-clients",
+        "no",
+    ]);
+    // `#insecure`: the certificate is self-signed, not under a public root.
+    let url = format!("rediss://127.0.0.1:{tls_port}/#insecure");
+    let s = Service::start(CONFIG, &["--redis", &url]);
+    let r = s.post("/v1/check", json!({"policy": "books", "key": "tls"}));
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.json()["source"], "store", "decided by Redis over TLS");
+    let keys = server.cli(&["--scan", "--pattern", "*tls*"]);
+    assert!(keys.contains("tls"), "the key is in Redis: {keys:?}");
+}

@@ -130,6 +130,12 @@ impl RedisStoreBuilder {
     /// nodes of a cluster.
     pub async fn connect(self) -> Result<RedisStore> {
         validate_prefix(&self.prefix)?;
+        #[cfg(feature = "redis-tls")]
+        {
+            // redis-rs brings rustls without a crypto provider; `rediss://`
+            // needs one. An application that installed its own keeps it.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
         let conn = match self.urls.as_slice() {
             [] => return Err(Error::argument("urls", "at least one Redis URL is needed")),
             [url] if !cluster_enabled(url, self.connect_timeout).await? => {
