@@ -70,12 +70,12 @@ pub(crate) fn run(args: ServeArgs) -> i32 {
             return 2;
         }
     };
-    if !args.redis.is_empty() {
-        config.store.urls = args.redis.clone();
-    }
-    if args.token.is_some() {
-        config.server.token = args.token.clone();
-    }
+    let overrides = Overrides {
+        redis: args.redis.clone(),
+        token: args.token.clone(),
+        grpc_listen: args.grpc_listen,
+    };
+    overrides.apply(&mut config);
     let listen = args
         .listen
         .or(config.server.listen)
@@ -90,8 +90,31 @@ pub(crate) fn run(args: ServeArgs) -> i32 {
             return 1;
         }
     };
-    let grpc = args.grpc_listen.or(config.server.grpc_listen);
-    runtime.block_on(serve(config, path, listen, grpc))
+    let grpc = config.server.grpc_listen;
+    runtime.block_on(serve(config, path, listen, grpc, overrides))
+}
+
+/// What the command line says over the config file, on start and on every
+/// reload (so that a reload compares like with like).
+#[derive(Debug, Clone)]
+struct Overrides {
+    redis: Vec<String>,
+    token: Option<String>,
+    grpc_listen: Option<SocketAddr>,
+}
+
+impl Overrides {
+    fn apply(&self, config: &mut PolicySet) {
+        if !self.redis.is_empty() {
+            config.store.urls = self.redis.clone();
+        }
+        if self.token.is_some() {
+            config.server.token = self.token.clone();
+        }
+        if self.grpc_listen.is_some() {
+            config.server.grpc_listen = self.grpc_listen;
+        }
+    }
 }
 
 async fn serve(
@@ -99,6 +122,7 @@ async fn serve(
     path: Option<PathBuf>,
     listen: SocketAddr,
     grpc: Option<SocketAddr>,
+    overrides: Overrides,
 ) -> i32 {
     let metrics = match PrometheusBuilder::new().install_recorder() {
         Ok(handle) => Some(handle),
@@ -167,7 +191,7 @@ async fn serve(
         });
     }
     if let Some(path) = path {
-        tokio::spawn(reload_on_change(state.clone(), path));
+        tokio::spawn(reload_on_change(state.clone(), path, overrides));
     }
     // One signal stops both servers.
     let (stop, stopping) = tokio::sync::watch::channel(false);
@@ -236,7 +260,7 @@ fn modified(path: &Path) -> Option<SystemTime> {
 
 /// Reloads the policies on SIGHUP and when the file changes (checked every
 /// second). A config that fails validation leaves the running one in place.
-async fn reload_on_change(state: Arc<AppState>, path: PathBuf) {
+async fn reload_on_change(state: Arc<AppState>, path: PathBuf, overrides: Overrides) {
     let Ok(mut hup) = signal(SignalKind::hangup()) else {
         return;
     };
@@ -253,7 +277,8 @@ async fn reload_on_change(state: Arc<AppState>, path: PathBuf) {
         }
         seen = modified(&path);
         match config::load(&path) {
-            Ok(new) => {
+            Ok(mut new) => {
+                overrides.apply(&mut new);
                 let old = state.policies();
                 if new.store != old.store
                     || new.server != old.server
