@@ -31,22 +31,43 @@ fn recorder() -> &'static Snapshotter {
     })
 }
 
-/// The sum of a counter over the label sets that contain `label`.
+/// Counter totals since the binary started. A snapshot drains the
+/// recorder's counters (swaps them to 0), and tests run in parallel, so
+/// every snapshot is added here and counts are read from here.
+/// A metric's name, its labels, and its total.
+type Total = (String, Vec<(String, String)>, u64);
+
+fn totals() -> &'static Mutex<Vec<Total>> {
+    static TOTALS: OnceLock<Mutex<Vec<Total>>> = OnceLock::new();
+    TOTALS.get_or_init(|| Mutex::new(Vec::new()))
+}
+
+/// The total of a counter over the label sets that contain `label`.
 fn counter(name: &str, label: (&str, &str)) -> u64 {
-    recorder()
-        .snapshot()
-        .into_vec()
-        .into_iter()
-        .filter(|(key, ..)| key.key().name() == name)
-        .filter(|(key, ..)| {
+    let mut totals = totals().lock().unwrap();
+    for (key, _, _, value) in recorder().snapshot().into_vec() {
+        let DebugValue::Counter(n) = value else {
+            continue;
+        };
+        let (metric, labels) = (
+            key.key().name().to_string(),
             key.key()
                 .labels()
-                .any(|l| l.key() == label.0 && l.value() == label.1)
-        })
-        .map(|(.., value)| match value {
-            DebugValue::Counter(n) => n,
-            _ => 0,
-        })
+                .map(|l| (l.key().to_string(), l.value().to_string()))
+                .collect::<Vec<_>>(),
+        );
+        match totals
+            .iter_mut()
+            .find(|(m, l, _)| *m == metric && *l == labels)
+        {
+            Some((.., total)) => *total += n,
+            None => totals.push((metric, labels, n)),
+        }
+    }
+    totals
+        .iter()
+        .filter(|(m, l, _)| m == name && l.iter().any(|(k, v)| k == label.0 && v == label.1))
+        .map(|(.., n)| n)
         .sum()
 }
 
