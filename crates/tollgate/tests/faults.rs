@@ -249,7 +249,9 @@ fn kill_9_under_load_falls_back_within_the_deadline_and_recovers() {
             .iter()
             .filter(|s| matches!(&s.result, Ok(d) if d.allowed && d.source == Source::Fallback))
             .count() as u64;
-        let bound = 20 + 100 * outage.as_millis() as u64 / 1000;
+        // Timestamps here and the fallback's clock differ by microseconds:
+        // a millisecond of slack on T, none on the bound itself.
+        let bound = 20 + 100 * (outage.as_micros() as u64 + 1_000) / 1_000_000;
         eprintln!(
             "kill -9: slowest call {slowest:?} (deadline {DEADLINE:?}), breaker open after {open_after:?}, \
              p99 while open {p99_open:?}, admitted in fallback {admitted} over {outage:?} (bound {bound}), \
@@ -457,7 +459,7 @@ fn three_instances_share_the_limit_during_an_outage() {
                 .count() as u64;
         }
         // Each instance's share: burst/3 now, rate/3 a second.
-        let share = burst / 3 + rate * outage.as_millis() as u64 / 3000;
+        let share = burst / 3 + rate * (outage.as_micros() as u64 + 1_000) / 3_000_000;
         let global = burst + rate * outage.as_millis() as u64 / 1000;
         eprintln!("3 instances, expected_instances = 3: {admitted} admitted over {outage:?}; bound 3 × {share}, global {global}");
         assert!(admitted <= 3 * share, "{admitted} > 3 × {share}");
