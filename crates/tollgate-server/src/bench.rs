@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use hdrhistogram::Histogram;
-use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
-use hyper_util::rt::TokioIo;
+use http_body_util::BodyExt;
 use indicatif::{ProgressBar, ProgressStyle};
 use tollgate::parse_duration;
+
+use crate::client;
 
 /// Arguments of `tollgate bench`.
 #[derive(Debug, Args)]
@@ -49,13 +49,12 @@ struct Counts {
 
 /// Prints the figures; exit 0, or 2 when no request succeeded.
 pub(crate) fn run(args: BenchArgs) -> i32 {
-    let Some(authority) = args
-        .url
-        .strip_prefix("http://")
-        .map(|r| r.split('/').next().unwrap_or(r).to_string())
-    else {
-        eprintln!("error: --url must start with http://, got {:?}", args.url);
-        return 2;
+    let authority = match client::authority(&args.url) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
     };
     if args.connections == 0 || args.keys == 0 {
         eprintln!("error: --connections and --keys must be at least 1");
@@ -145,19 +144,11 @@ async fn connection(
     let mut latencies = Histogram::<u64>::new(3).expect("a histogram");
     let mut n = c as u64;
     while started.elapsed() < args.duration {
-        let Ok(stream) = tokio::net::TcpStream::connect(authority).await else {
+        let Ok(mut sender) = client::connect(authority).await else {
             counts.errors.fetch_add(1, Ordering::Relaxed);
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         };
-        let _ = stream.set_nodelay(true);
-        let Ok((mut sender, conn)) =
-            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await
-        else {
-            counts.errors.fetch_add(1, Ordering::Relaxed);
-            continue;
-        };
-        tokio::spawn(conn);
         while started.elapsed() < args.duration {
             let body = format!(
                 "{{\"policy\":{},\"key\":\"bench-{}\",\"cost\":{}}}",
@@ -166,13 +157,7 @@ async fn connection(
                 args.cost
             );
             n += args.connections as u64;
-            let mut request = http::Request::post("/v1/check")
-                .header(http::header::HOST, authority)
-                .header(http::header::CONTENT_TYPE, "application/json");
-            if let Some(token) = &args.token {
-                request = request.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
-            }
-            let Ok(request) = request.body(Full::new(Bytes::from(body))) else {
+            let Ok(request) = client::check_request(authority, args.token.as_deref(), body) else {
                 counts.errors.fetch_add(1, Ordering::Relaxed);
                 continue;
             };

@@ -1,9 +1,9 @@
 //! `tollgate check`: asks a running service, for shell scripts.
 
 use clap::Args;
-use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
-use hyper_util::rt::TokioIo;
+use http_body_util::BodyExt;
+
+use crate::client;
 
 /// Arguments of `tollgate check`.
 #[derive(Debug, Args)]
@@ -58,29 +58,11 @@ pub(crate) fn run(args: CheckArgs) -> i32 {
 }
 
 async fn ask(args: &CheckArgs) -> Result<(u16, String), String> {
-    let rest = args
-        .url
-        .strip_prefix("http://")
-        .ok_or_else(|| format!("--url must start with http://, got {:?}", args.url))?;
-    let authority = rest.split('/').next().unwrap_or(rest);
-    let stream = tokio::net::TcpStream::connect(authority)
-        .await
-        .map_err(|e| format!("cannot connect to {authority}: {e}"))?;
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| e.to_string())?;
-    tokio::spawn(connection);
+    let authority = client::authority(&args.url)?;
+    let mut sender = client::connect(&authority).await?;
     let body =
         serde_json::json!({"policy": args.policy, "key": args.key, "cost": args.cost}).to_string();
-    let mut request = http::Request::post("/v1/check")
-        .header(http::header::HOST, authority)
-        .header(http::header::CONTENT_TYPE, "application/json");
-    if let Some(token) = &args.token {
-        request = request.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
-    }
-    let request = request
-        .body(Full::new(Bytes::from(body)))
-        .map_err(|e| e.to_string())?;
+    let request = client::check_request(&authority, args.token.as_deref(), body)?;
     let response = sender
         .send_request(request)
         .await

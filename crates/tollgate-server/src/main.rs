@@ -3,6 +3,7 @@
 
 mod bench;
 mod check;
+mod client;
 mod config;
 mod descriptor;
 mod grpc;
