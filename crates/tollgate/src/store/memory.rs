@@ -1,13 +1,14 @@
 //! The in-memory store: state in a sharded map, for one process and for tests.
 
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use hashbrown::{Equivalent, HashMap};
+use hashbrown::HashMap;
 use parking_lot::{Mutex, MutexGuard};
 
+use super::composite::{KeyRef, StoredKey};
 use super::{BoxFuture, Lease, Request, Store};
 use crate::algorithm::{Algorithm, LeaseId, State};
 use crate::clock::{Clock, MonotonicClock};
@@ -176,74 +177,6 @@ enum Op {
     Check { cost: u64, max_wait: u64 },
     Acquire(LeaseId),
     Release(LeaseId),
-}
-
-/// A (policy, key) pair as looked up: borrowed, so that a lookup allocates
-/// nothing and hashes the parts where they are.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct KeyRef<'a> {
-    policy: &'a [u8],
-    key: &'a [u8],
-}
-
-impl<'a> KeyRef<'a> {
-    fn new(policy: &'a Policy, key: &'a [u8]) -> KeyRef<'a> {
-        KeyRef {
-            policy: policy.name().as_bytes(),
-            key,
-        }
-    }
-}
-
-/// Both key types hash the same parts the same way, so a `KeyRef` finds the
-/// `StoredKey` it equals.
-fn hash_parts<H: Hasher>(policy: &[u8], key: &[u8], state: &mut H) {
-    state.write_usize(policy.len());
-    state.write(policy);
-    state.write(key);
-}
-
-impl Hash for KeyRef<'_> {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        hash_parts(self.policy, self.key, state);
-    }
-}
-
-/// A (policy, key) pair as stored: the policy name's length (names are at
-/// most 64 bytes), the name, then the user key, in one allocation.
-#[derive(Debug, PartialEq, Eq)]
-struct StoredKey(Box<[u8]>);
-
-impl StoredKey {
-    fn new(k: KeyRef<'_>) -> StoredKey {
-        let mut bytes = Vec::with_capacity(1 + k.policy.len() + k.key.len());
-        bytes.push(k.policy.len() as u8);
-        bytes.extend_from_slice(k.policy);
-        bytes.extend_from_slice(k.key);
-        StoredKey(bytes.into_boxed_slice())
-    }
-
-    fn parts(&self) -> KeyRef<'_> {
-        let (len, rest) = self
-            .0
-            .split_first()
-            .expect("a stored key has a length byte");
-        let (policy, key) = rest.split_at(*len as usize);
-        KeyRef { policy, key }
-    }
-}
-
-impl Hash for StoredKey {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        let k = self.parts();
-        hash_parts(k.policy, k.key, state);
-    }
-}
-
-impl Equivalent<StoredKey> for KeyRef<'_> {
-    fn equivalent(&self, stored: &StoredKey) -> bool {
-        *self == stored.parts()
-    }
 }
 
 impl<C: Clock> MemoryStore<C> {
@@ -511,7 +444,7 @@ impl<C: Clock> MemoryStore<C> {
                 .iter()
                 .take(EVICTION_SAMPLE)
                 .min_by_key(|(_, e)| e.expires_at)
-                .map(|(k, _)| StoredKey(k.0.clone()));
+                .map(|(k, _)| k.clone());
             if let Some(victim) = victim {
                 map.remove(&victim);
             }

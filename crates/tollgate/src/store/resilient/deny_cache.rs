@@ -12,11 +12,11 @@
 //! thing the cache cannot see is a reset of the key through another
 //! instance; a reset through this store forgets the key here too.
 
-use std::collections::HashMap;
-
+use hashbrown::HashMap;
 use parking_lot::Mutex;
 
 use crate::algorithm::Algorithm;
+use crate::store::composite::{KeyRef, StoredKey};
 use crate::{Decision, Policy, Source};
 
 #[derive(Debug, Clone, Copy)]
@@ -35,16 +35,7 @@ struct Denial {
 pub(crate) struct DenyCache {
     threshold: u64,
     max_keys: usize,
-    denials: Mutex<HashMap<Vec<u8>, Denial>>,
-}
-
-fn cache_key(policy: &Policy, key: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(policy.name().len() + 1 + key.len());
-    k.extend_from_slice(policy.name().as_bytes());
-    // Policy names never contain a zero byte.
-    k.push(0);
-    k.extend_from_slice(key);
-    k
+    denials: Mutex<HashMap<StoredKey, Denial>>,
 }
 
 impl DenyCache {
@@ -67,7 +58,7 @@ impl DenyCache {
         if cost == 0 {
             return None;
         }
-        let k = cache_key(policy, key);
+        let k = KeyRef::new(policy, key);
         let mut denials = self.denials.lock();
         let d = *denials.get(&k)?;
         if now >= d.until || d.algorithm != *policy.algorithm() {
@@ -116,7 +107,7 @@ impl DenyCache {
             limit: decision.limit,
             remaining: decision.remaining,
         };
-        let k = cache_key(policy, key);
+        let k = KeyRef::new(policy, key);
         let mut denials = self.denials.lock();
         if let Some(old) = denials.get(&k)
             && old.until > sent
@@ -132,11 +123,11 @@ impl DenyCache {
                 return;
             }
         }
-        denials.insert(k, denial);
+        denials.insert(StoredKey::new(k), denial);
     }
 
     pub(crate) fn forget(&self, policy: &Policy, key: &[u8]) {
-        self.denials.lock().remove(&cache_key(policy, key));
+        self.denials.lock().remove(&KeyRef::new(policy, key));
     }
 }
 
