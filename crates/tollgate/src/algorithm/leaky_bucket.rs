@@ -73,7 +73,13 @@ impl LeakyBucket {
         Decision::from_micros(
             allowed,
             self.capacity,
-            div_rem(cap - backlog_after, self.rate.units_per_token as u128).0 as u64,
+            // A late request (client time behind the stored finish) can see
+            // more backlog than the capacity: nothing remains then.
+            div_rem(
+                cap.saturating_sub(backlog_after),
+                self.rate.units_per_token as u128,
+            )
+            .0 as u64,
             self.rate.micros_for(backlog_after),
             if allowed {
                 0

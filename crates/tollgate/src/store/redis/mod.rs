@@ -31,7 +31,7 @@ use redis::cluster::ClusterClientBuilder;
 use self::connection::Connection;
 use self::error::store_error;
 use self::keys::{DEFAULT_PREFIX, redis_key, tag, validate_prefix};
-use self::scripts::{Arg, Script, Scripts};
+use self::scripts::{Arg, Script, Scripts, pack, unpack};
 use super::{BoxFuture, Lease, Request, Store};
 use crate::algorithm::{Algorithm, LeaseId, MAX_EXACT};
 use crate::{Clock, Decision, Error, Policy, Result, StoreErrorKind, SystemClock, validate_key};
@@ -319,10 +319,11 @@ impl RedisStore {
         (now as i64 + offset) as u64 + deadline
     }
 
-    /// ARGV[1] and ARGV[2]: the time source and the deadline.
-    fn time_args(&self) -> Result<[Arg<'static>; 2]> {
+    /// The first two numbers of every call: the time source (-1 = the
+    /// server's clock, else the client's now) and the deadline.
+    fn time_args(&self) -> Result<[f64; 2]> {
         match &self.inner.time {
-            TimeSource::Server => Ok([Arg::Str("s"), Arg::Int(self.server_deadline())]),
+            TimeSource::Server => Ok([-1.0, self.server_deadline() as f64]),
             TimeSource::Client(clock) => {
                 let now = clock.now_micros();
                 if now >= MAX_EXACT {
@@ -331,7 +332,7 @@ impl RedisStore {
                         format!("the client clock reads {now}µs, beyond 2^53"),
                     ));
                 }
-                Ok([Arg::Int(now), Arg::Int(0)])
+                Ok([now as f64, 0.0])
             }
         }
     }
@@ -349,12 +350,26 @@ impl RedisStore {
         }
     }
 
-    async fn run(&self, script: &Script, keys: &[&[u8]], args: &[Arg<'_>]) -> Result<Vec<i64>> {
-        let reply = script
+    /// Runs a script; its reply as numbers, checked to be whole.
+    async fn run(&self, script: &Script, keys: &[&[u8]], args: &[Arg<'_>]) -> Result<Vec<f64>> {
+        let bytes = script
             .run(&self.inner.conn, keys, args)
             .await
             .map_err(|e| store_error(&e))?;
-        if reply.first() == Some(&-1) {
+        let reply = unpack(&bytes)
+            .filter(|r| {
+                r.iter()
+                    .all(|v| v.fract() == 0.0 && v.abs() < MAX_EXACT as f64)
+            })
+            .ok_or_else(|| Error::Store {
+                kind: StoreErrorKind::Protocol,
+                message: format!(
+                    "{} replied {} bytes that are not whole numbers below 2^53",
+                    script.name(),
+                    bytes.len()
+                ),
+            })?;
+        if reply.first() == Some(&-1.0) {
             return Err(Error::Store {
                 kind: StoreErrorKind::Timeout,
                 message: format!(
@@ -377,15 +392,12 @@ impl RedisStore {
         key: &[u8],
         cost: u64,
     ) -> Result<(String, Vec<u8>, Vec<String>)> {
-        let time = match self.time_args()? {
-            [Arg::Int(now), _] => now.to_string(),
-            _ => "s".to_string(),
-        };
-        let mut args = vec![time, "0".to_string()];
+        let [time, _] = self.time_args()?;
+        let mut args = vec![time.to_string(), "0".to_string()];
         args.extend(
             params(policy.algorithm(), cost, 0)
                 .iter()
-                .map(u64::to_string),
+                .map(f64::to_string),
         );
         let sha = self.script_for(policy.algorithm()).sha().to_string();
         Ok((sha, self.key_of(policy, key), args))
@@ -400,12 +412,14 @@ impl RedisStore {
     ) -> Result<Decision> {
         let redis_key = self.key_of(policy, key);
         let [time, deadline] = self.time_args()?;
-        let mut args = vec![time, deadline];
-        args.extend(
-            params(policy.algorithm(), cost, max_wait)
-                .into_iter()
-                .map(Arg::Int),
-        );
+        let mut numbers = vec![time, deadline];
+        numbers.extend(params(policy.algorithm(), cost, max_wait));
+        let cost_text;
+        let mut args = vec![Arg::Bin(pack(&numbers))];
+        if let Algorithm::FixedWindow(_) = policy.algorithm() {
+            cost_text = cost.to_string();
+            args.push(Arg::Str(&cost_text));
+        }
         let reply = self
             .run(self.script_for(policy.algorithm()), &[&redis_key], &args)
             .await?;
@@ -434,18 +448,12 @@ impl RedisStore {
         let redis_key = self.key_of(policy, key);
         let id = id.to_string();
         let [time, deadline] = self.time_args()?;
-        let args = [
-            time,
-            deadline,
-            Arg::Int(c.limit()),
-            Arg::Int(c.lease_micros()),
-            Arg::Str(op),
-            Arg::Str(&id),
-        ];
+        let numbers = [time, deadline, c.limit() as f64, c.lease_micros() as f64];
+        let args = [Arg::Bin(pack(&numbers)), Arg::Str(op), Arg::Str(&id)];
         let reply = self
             .run(&self.inner.scripts.concurrency, &[&redis_key], &args)
             .await?;
-        Ok((decision(policy, &reply)?, reply[0] == 1))
+        Ok((decision(policy, &reply)?, reply[0] == 1.0))
     }
 
     async fn batch(&self, requests: &[Request<'_>]) -> Result<Vec<Decision>> {
@@ -467,13 +475,10 @@ impl RedisStore {
                 ));
             }
         }
-        let [time, deadline] = self.time_args()?;
-        let mut args = vec![time, deadline, Arg::Int(requests.len() as u64)];
+        let mut args = vec![Arg::Bin(pack(&self.time_args()?))];
         for r in requests {
             args.push(Arg::Str(tag(r.policy.algorithm())));
-            let mut p = params(r.policy.algorithm(), r.cost, 0);
-            p.resize(6, 0);
-            args.extend(p.into_iter().map(Arg::Int));
+            args.push(Arg::Bin(pack(&params(r.policy.algorithm(), r.cost, 0))));
         }
         let key_refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
         let reply = self
@@ -503,9 +508,11 @@ impl RedisStore {
     }
 }
 
-/// The algorithm's parameters as its script reads them (after ARGV[2]).
-fn params(algorithm: &Algorithm, cost: u64, max_wait: u64) -> Vec<u64> {
-    match algorithm {
+/// The algorithm's numbers as its script reads them (after the time and
+/// the deadline). All are below 2^53 (the policy's validation sees to it),
+/// so each is exact as a double.
+fn params(algorithm: &Algorithm, cost: u64, max_wait: u64) -> Vec<f64> {
+    let numbers = match algorithm {
         Algorithm::FixedWindow(a) => vec![a.limit(), a.window_micros(), cost],
         Algorithm::SlidingWindow(a) => vec![a.limit(), a.window_micros(), cost],
         Algorithm::SlidingLog(a) => vec![a.limit(), a.window_micros(), cost],
@@ -515,7 +522,6 @@ fn params(algorithm: &Algorithm, cost: u64, max_wait: u64) -> Vec<u64> {
                 r.units_per_micro,
                 r.units_per_token,
                 a.burst() * r.units_per_token,
-                a.burst(),
                 cost,
                 max_wait,
             ]
@@ -526,7 +532,6 @@ fn params(algorithm: &Algorithm, cost: u64, max_wait: u64) -> Vec<u64> {
                 r.units_per_micro,
                 r.units_per_token,
                 a.burst() * r.units_per_token,
-                a.burst(),
                 cost,
                 max_wait,
             ]
@@ -537,30 +542,31 @@ fn params(algorithm: &Algorithm, cost: u64, max_wait: u64) -> Vec<u64> {
                 r.units_per_micro,
                 r.units_per_token,
                 a.capacity() * r.units_per_token,
-                a.capacity(),
                 cost,
             ]
         }
         Algorithm::Concurrency(a) => vec![a.limit(), a.lease_micros()],
-    }
+    };
+    numbers.into_iter().map(|n| n as f64).collect()
 }
 
-/// A decision from a script's reply `{allowed, remaining, reset, retry, delay}`.
-fn decision(policy: &Policy, reply: &[i64]) -> Result<Decision> {
+/// A decision from a script's reply: allowed, remaining, reset, retry,
+/// delay (whole numbers, checked by `run`).
+fn decision(policy: &Policy, reply: &[f64]) -> Result<Decision> {
     let [allowed, remaining, reset, retry, delay] = reply[..] else {
         return Err(Error::Store {
             kind: StoreErrorKind::Protocol,
             message: format!("a script replied {} values instead of 5", reply.len()),
         });
     };
-    if [remaining, reset, retry, delay].iter().any(|&v| v < 0) {
+    if [remaining, reset, retry, delay].iter().any(|&v| v < 0.0) {
         return Err(Error::Store {
             kind: StoreErrorKind::Protocol,
             message: format!("a script replied a negative value: {reply:?}"),
         });
     }
     Ok(Decision::from_micros(
-        allowed == 1,
+        allowed == 1.0,
         policy.limit(),
         remaining as u64,
         reset as u64,

@@ -15,27 +15,67 @@ use super::connection::Connection;
 use super::error::is_noscript;
 
 macro_rules! script {
-    ($($file:literal),+ ; $main:literal) => {
+    ($($file:literal),+ ; $main:expr) => {
         concat!(include_str!("lua/prologue.lua"), $(include_str!(concat!("lua/", $file)),)+ $main)
     };
 }
 
+/// The entry point of a one-algorithm script, inline (a function would
+/// cost each call a closure): take the time, the deadline and the
+/// algorithm's numbers from ARGV (packed, or as text from tools), read the
+/// clock, decide, pack the reply. `$format` unpacks `$count` numbers.
+macro_rules! entry {
+    ($function:literal, $format:literal, $count:literal, $args:literal) => {
+        concat!(
+            "
+local time, deadline, a1, a2, a3, a4, a5
+if #ARGV[1] == 8 * ",
+            $count,
+            " then
+  time, deadline, a1, a2, a3, a4, a5 = struct.unpack('<",
+            $format,
+            "', ARGV[1])
+else
+  time, deadline, a1, a2, a3, a4, a5 = tonumber(ARGV[1]), tonumber(ARGV[2]),
+    tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]),
+    tonumber(ARGV[7])
+end
+if time < 0 then
+  local t = redis.call('TIME')
+  time = t[1] * 1000000 + t[2]
+  if deadline > 0 and time > deadline then
+    return struct.pack('<d', -1)
+  end
+end
+return struct.pack('<ddddd', ",
+            $function,
+            "(KEYS[1], time, ",
+            $args,
+            "))
+"
+        )
+    };
+}
+
+// Fixed window's last argument is the cost as text too (the last ARGV in
+// both forms), so its HINCRBY need not print the number.
 pub(crate) const FIXED_WINDOW: &str = script!("fixed_window.lua";
-    "\nlocal now = clock()\nif not now then\n  return {-1}\nend\nreturn fixed_window(KEYS[1], now, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))\n");
-pub(crate) const SLIDING_WINDOW: &str = script!("sliding_window.lua";
-    "\nlocal now = clock()\nif not now then\n  return {-1}\nend\nreturn sliding_window(KEYS[1], now, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))\n");
-pub(crate) const SLIDING_LOG: &str = script!("sliding_log.lua";
-    "\nlocal now = clock()\nif not now then\n  return {-1}\nend\nreturn sliding_log(KEYS[1], now, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))\n");
-pub(crate) const TOKEN_BUCKET: &str = script!("token_bucket.lua";
-    "\nlocal now = clock()\nif not now then\n  return {-1}\nend\nreturn token_bucket(KEYS[1], now, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]))\n");
-pub(crate) const GCRA: &str = script!("gcra.lua";
-    "\nlocal now = clock()\nif not now then\n  return {-1}\nend\nreturn gcra(KEYS[1], now, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]))\n");
-pub(crate) const LEAKY_BUCKET: &str = script!("leaky_bucket.lua";
-    "\nlocal now = clock()\nif not now then\n  return {-1}\nend\nreturn leaky_bucket(KEYS[1], now, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]))\n");
-pub(crate) const CONCURRENCY: &str = script!("concurrency.lua";
-    "\nlocal now = clock()\nif not now then\n  return {-1}\nend\nreturn concurrency(KEYS[1], now, tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], ARGV[6])\n");
-pub(crate) const BATCH: &str = script!("fixed_window.lua", "sliding_window.lua", "sliding_log.lua",
-    "token_bucket.lua", "gcra.lua", "leaky_bucket.lua", "batch.lua"; "\nreturn batch()\n");
+    entry!("fixed_window", "ddddd", "5", "a1, a2, a3, ARGV[#ARGV]"));
+pub(crate) const SLIDING_WINDOW: &str =
+    script!("sliding_window.lua"; entry!("sliding_window", "ddddd", "5", "a1, a2, a3"));
+pub(crate) const SLIDING_LOG: &str =
+    script!("decimal.lua", "sliding_log.lua"; entry!("sliding_log", "ddddd", "5", "a1, a2, a3"));
+pub(crate) const TOKEN_BUCKET: &str =
+    script!("token_bucket.lua"; entry!("token_bucket", "ddddddd", "7", "a1, a2, a3, a4, a5"));
+pub(crate) const GCRA: &str =
+    script!("gcra.lua"; entry!("gcra", "ddddddd", "7", "a1, a2, a3, a4, a5"));
+pub(crate) const LEAKY_BUCKET: &str =
+    script!("leaky_bucket.lua"; entry!("leaky_bucket", "dddddd", "6", "a1, a2, a3, a4"));
+pub(crate) const CONCURRENCY: &str = script!("decimal.lua", "concurrency.lua";
+    entry!("concurrency", "dddd", "4", "a1, a2, ARGV[#ARGV - 1], ARGV[#ARGV]"));
+pub(crate) const BATCH: &str = script!("decimal.lua", "fixed_window.lua", "sliding_window.lua",
+    "sliding_log.lua", "token_bucket.lua", "gcra.lua", "leaky_bucket.lua", "batch.lua";
+    "\nreturn batch()\n");
 
 /// One script: its text, its SHA1, and the single-flight reload.
 /// How many times one call reloads its script before giving up.
@@ -102,7 +142,7 @@ impl Script {
         }
         for arg in args {
             match arg {
-                Arg::Int(n) => cmd.arg(*n),
+                Arg::Bin(b) => cmd.arg(&b[..]),
                 Arg::Str(s) => cmd.arg(*s),
             };
         }
@@ -115,7 +155,7 @@ impl Script {
         conn: &Connection,
         keys: &[&[u8]],
         args: &[Arg<'_>],
-    ) -> RedisResult<Vec<i64>> {
+    ) -> RedisResult<Vec<u8>> {
         let cmd = self.evalsha(keys, args);
         let mut reloads = 0;
         loop {
@@ -136,11 +176,32 @@ impl Script {
     }
 }
 
-/// A script argument: a number or a text.
-#[derive(Debug, Clone, Copy)]
+/// A script argument: numbers packed for `struct.unpack`, or a text.
+#[derive(Debug, Clone)]
 pub(crate) enum Arg<'a> {
-    Int(u64),
+    Bin(Vec<u8>),
     Str(&'a str),
+}
+
+/// Numbers packed as little-endian doubles, as the scripts' ARGV[1] (and
+/// the batch's per-request numbers) carry them. Every value is an integer
+/// below 2^53 (or -1), so the double is exact.
+pub(crate) fn pack(values: &[f64]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// A reply of little-endian doubles, back to numbers; `None` when its
+/// length is not a whole number of doubles.
+pub(crate) fn unpack(reply: &[u8]) -> Option<Vec<f64>> {
+    if !reply.len().is_multiple_of(8) {
+        return None;
+    }
+    Some(
+        reply
+            .chunks_exact(8)
+            .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
+            .collect(),
+    )
 }
 
 /// Every script of the store.

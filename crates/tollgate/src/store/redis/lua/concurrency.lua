@@ -1,13 +1,11 @@
 -- concurrency.lua: leases on in-flight requests.
 --
 -- KEYS[1]  the leases: a sorted set of lease ids scored by expiry (µs)
--- ARGV[1], ARGV[2]  time source and deadline (see prologue.lua)
--- ARGV[3]  limit    ARGV[4]  lease (µs)
--- ARGV[5]  operation: "acquire" or "release"
--- ARGV[6]  the lease id (32 hex digits, chosen by the caller)
--- Reply    acquire: {allowed, remaining, reset_after µs, retry_after µs, 0}
---          release: {held (1|0), remaining, reset_after µs, 0, 0}
---          or {-1} when the deadline passed
+-- ARGV[1]  time, deadline (see prologue.lua), limit, lease (µs)
+-- ARGV[2]  operation: "acquire" or "release"
+-- ARGV[3]  the lease id (32 hex digits, chosen by the caller)
+-- Reply    acquire: allowed, remaining, reset_after, retry_after, 0
+--          release: held (1|0), remaining, reset_after, 0, 0
 -- Writes   drops expired leases; acquire ZADDs the lease; release ZREMs
 --          it; PEXPIRE = until the last lease expires (an empty set is
 --          deleted by Redis itself).
@@ -30,11 +28,11 @@ local function concurrency(key, now, limit, lease, op, id)
   if held > 0 then
     local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
     reset = tonumber(last[2]) - now
-    redis.call('PEXPIRE', key, ttl_ms(reset))
+    redis.call('PEXPIRE', key, math.max(1, math.ceil((reset) / 1000)))
     if op == 'acquire' and ok == 0 then
       local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
       retry = tonumber(first[2]) - now
     end
   end
-  return {ok, limit - held, reset, retry, 0}
+  return ok, limit - held, reset, retry, 0
 end

@@ -1,39 +1,80 @@
 -- fixed_window.lua: at most `limit` per window [k·window, (k+1)·window).
 --
--- KEYS[1]  the state: a string "<k>:<count>" (window index, admitted in it)
--- ARGV[1], ARGV[2]  time source and deadline (see prologue.lua)
--- ARGV[3]  limit    ARGV[4]  window (µs)    ARGV[5]  cost (0 peeks)
--- Reply    {allowed (1|0), remaining, reset_after µs, retry_after µs, 0}
---          or {-1} when the deadline passed (nothing written)
--- Writes   only when admitting a cost > 0: SET with PX = until the end of
---          the window, when the state is fresh again.
+-- KEYS[1]  the state: a hash with one field, the latest window's index k
+--          (one packed double) -> the count admitted in it (for an instant
+--          inside a call, the previous window's field too; see Writes)
+-- ARGV[1]  time, deadline (see prologue.lua), limit, window (µs),
+--          cost (0 peeks)
+-- ARGV[2]  the cost again, as decimal text (HINCRBY takes it as it is)
+-- Reply    allowed, remaining, reset_after, retry_after, 0
+-- Rule     a request counts in window max(k_now, k_stored), so a late
+--          client-time request (or a server clock that stepped back)
+--          counts in the latest window, as in memory.
+-- Writes   an admission is one HINCRBY on field k_now; when that creates
+--          the field (the first admission of a window), the script looks
+--          at the hash: a new window drops the previous field and sets
+--          PEXPIRE = until the window's end, when the state is fresh
+--          again; a later stored window takes the request instead. A
+--          denial undoes its HINCRBY. Peeks and the batch's dry run read
+--          with HGETALL and write nothing.
 
-local function fixed_window(key, now, limit, window, cost)
-  local current = floor_div(now, window)
-  local w, count = current, 0
-  local stored = redis.call('GET', key)
-  if stored then
-    local sw, sc = string.match(stored, '^(%d+):(%d+)$')
-    sw = tonumber(sw)
-    -- A stored window ahead of now (a late client-time request) stays current.
-    if sw and sw >= current then
-      w, count = sw, tonumber(sc)
+local function fixed_window(key, now, limit, window, cost, cost_text, dry)
+  local k = math.floor(now / window)
+  local field = struct.pack('<d', k)
+  local count
+  local allowed = true
+  if cost > 0 and not dry then
+    count = redis.call('HINCRBY', key, field, cost_text or cost)
+    if count == cost then
+      local fields = redis.call('HGETALL', key)
+      local latest, stored = k, 0
+      for i = 1, #fields, 2 do
+        local f = struct.unpack('<d', fields[i])
+        if f > latest then
+          latest, stored = f, tonumber(fields[i + 1])
+        end
+      end
+      if latest == k then
+        for i = 1, #fields, 2 do
+          if fields[i] ~= field then
+            redis.call('HDEL', key, fields[i])
+          end
+        end
+        redis.call('PEXPIRE', key, math.max(1, math.ceil(((k + 1) * window - now) / 1000)))
+      else
+        redis.call('HDEL', key, field)
+        k = latest
+        if stored + cost <= limit then
+          count = redis.call('HINCRBY', key, struct.pack('<d', k), cost)
+        else
+          count, allowed = stored, false
+        end
+      end
+    elseif count > limit then
+      redis.call('HINCRBY', key, field, -cost)
+      count, allowed = count - cost, false
+    end
+  else
+    count = 0
+    local fields = redis.call('HGETALL', key)
+    for i = 1, #fields, 2 do
+      local f = struct.unpack('<d', fields[i])
+      if f >= k then
+        k, count = f, tonumber(fields[i + 1])
+      end
+    end
+    allowed = count + cost <= limit
+    if allowed then
+      count = count + cost
     end
   end
-  local until_end = (w + 1) * window - now
-  local allowed = count + cost <= limit
-  if allowed then
-    count = count + cost
-    if cost > 0 and not dry then
-      redis.call('SET', key, int(w) .. ':' .. int(count), 'PX', ttl_ms(until_end))
-    end
-  end
+  local until_end = (k + 1) * window - now
   local reset = until_end
   if count == 0 then
     reset = 0
   end
   if allowed then
-    return {1, limit - count, reset, 0, 0}
+    return 1, limit - count, reset, 0, 0
   end
-  return {0, limit - count, reset, until_end, 0}
+  return 0, limit - count, reset, until_end, 0
 end

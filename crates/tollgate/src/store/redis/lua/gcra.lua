@@ -3,22 +3,19 @@
 -- The TAT is kept exactly as whole µs plus a fraction in 1/drip steps, so
 -- that no product of a timestamp and the rate is ever formed (it would pass
 -- 2^53); debts are bounded by the capacity and the longest reservation.
--- KEYS[1]  the state: a string "<µs>:<frac>"; no key = TAT in the past
--- ARGV[1], ARGV[2]  time source and deadline (see prologue.lua)
--- ARGV[3]  drip    ARGV[4]  unit    ARGV[5]  capacity (burst·unit)
--- ARGV[6]  burst   ARGV[7]  cost    ARGV[8]  max_wait µs (0 = plain check)
--- Reply    {allowed, remaining, reset_after µs, retry_after µs, delay µs}
---          or {-1}; identical to token_bucket.lua on every sequence
+-- KEYS[1]  the state: two doubles (TAT in whole µs, and its fraction);
+--          no key = a TAT in the past
+-- ARGV[1]  time, deadline (see prologue.lua), drip, unit,
+--          capacity (burst·unit), cost, max_wait µs (0 = plain check)
+-- Reply    allowed, remaining, reset_after, retry_after, delay; identical
+--          to token_bucket.lua on every sequence
 -- Writes   only when admitting a cost > 0: SET with PX = until the TAT.
 
-local function gcra(key, now, drip, unit, capacity, burst, cost, max_wait)
+local function gcra(key, now, drip, unit, capacity, cost, max_wait, dry)
   local tat_us, frac = 0, 0
   local stored = redis.call('GET', key)
   if stored then
-    local su, sf = string.match(stored, '^(%d+):(%d+)$')
-    if su then
-      tat_us, frac = tonumber(su), tonumber(sf)
-    end
+    tat_us, frac = struct.unpack('<dd', stored)
   end
   -- debt = max(0, TAT - now), in units.
   local debt = 0
@@ -28,7 +25,7 @@ local function gcra(key, now, drip, unit, capacity, burst, cost, max_wait)
   local need = cost * unit
   local wait = 0
   if debt + need > capacity then
-    wait = ceil_div(debt + need - capacity, drip)
+    wait = math.ceil((debt + need - capacity) / drip)
   end
   local allowed = wait <= max_wait
   if allowed and cost > 0 and not dry then
@@ -37,18 +34,18 @@ local function gcra(key, now, drip, unit, capacity, burst, cost, max_wait)
     if debt > 0 then
       base_us, base_frac = tat_us, frac
     end
-    local carry = floor_div(base_frac + need, drip)
+    local carry = math.floor((base_frac + need) / drip)
     tat_us = base_us + carry
     frac = base_frac + need - carry * drip
     debt = (tat_us - now) * drip + frac
-    redis.call('SET', key, int(tat_us) .. ':' .. int(frac), 'PX', ttl_ms(ceil_div(debt, drip)))
+    redis.call('SET', key, struct.pack('<dd', tat_us, frac), 'PX', math.max(1, math.ceil((math.ceil(debt / drip)) / 1000)))
   end
   local remaining = 0
   if debt < capacity then
-    remaining = floor_div(capacity - debt, unit)
+    remaining = math.floor((capacity - debt) / unit)
   end
   if allowed then
-    return {1, remaining, ceil_div(debt, drip), 0, wait}
+    return 1, remaining, math.ceil(debt / drip), 0, wait
   end
-  return {0, remaining, ceil_div(debt, drip), wait - max_wait, 0}
+  return 0, remaining, math.ceil(debt / drip), wait - max_wait, 0
 end

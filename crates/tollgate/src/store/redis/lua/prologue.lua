@@ -1,70 +1,39 @@
--- prologue.lua: helpers every tollgate script starts with.
+-- prologue.lua: what every tollgate script starts with.
 --
--- Calling convention shared by every script (the algorithm files say which
--- ARGV follow):
---   ARGV[1]  time source: "s" = read the server's clock with TIME (µs);
---            otherwise the caller's now, in µs since the Unix epoch
---            (client-time mode; each algorithm keeps its stored time from
---            moving backwards).
---   ARGV[2]  deadline in server µs (0 = none): in server-time mode a
---            command that arrives after it is answered {-1} and writes
---            nothing, so a command delayed by a stalled server is never
---            applied late.
--- Replies are arrays of integers only. Every number handled here is an
--- integer below 2^53 (checked in Rust before the call), so double
--- arithmetic is exact; divisions are made exact by the helpers below.
+-- Calling convention shared by every script (the algorithm files list
+-- their parameters; the entry point, written in scripts.rs, unpacks them,
+-- reads the clock and packs the reply, inline because every function
+-- defined costs each call a closure):
+--   ARGV[1]  numbers packed as little-endian doubles (struct.pack '<d...';
+--            tools that cannot send NUL bytes, such as redis-benchmark, may
+--            send the same numbers as decimal text in ARGV[1], ARGV[2], ...):
+--            first the time source, -1 = read the server's clock with TIME
+--            (µs); otherwise the caller's now in µs since the Unix epoch
+--            (client-time mode: each algorithm keeps its stored time from
+--            moving backwards); then the deadline in server µs (0 = none:
+--            in server-time mode a command that runs after it is answered
+--            "late" and writes nothing, so a command delayed by a stalled
+--            server is never applied late); then the algorithm's numbers.
+--   Reply    the decision as five little-endian doubles in one string:
+--            allowed (1|0), remaining, reset_after µs, retry_after µs,
+--            delay µs; or the single double -1 when the deadline passed.
+-- Every number is an integer below 2^53 (checked in Rust before the call,
+-- and on every reply), so doubles carry it exactly and nothing is ever
+-- truncated. Binary because it is what the server does fastest: each
+-- argument costs about 0.1 µs and each tonumber 0.2, a table reply 1.1,
+-- while one struct.unpack or struct.pack costs about 0.4; and a number
+-- passed to redis.call is printed to text each time (about 0.3 µs), so
+-- hot paths pass text or packed bytes.
+-- Each call runs the whole text again, so the scripts define no shared
+-- locals and few functions: a function costs a closure on every call and
+-- each upvalue it captures more, while math.floor or struct.pack read as
+-- globals cost next to nothing. The batch's dry run ("decide without
+-- writing") is therefore an argument, `dry`, of every algorithm.
+-- Division: for integers 0 <= a < 2^53 and b >= 1, math.floor(a / b) and
+-- math.ceil(a / b) are exact (the rounding error of a / b is below 1/b).
 
-if redis.replicate_commands then
-  -- Before Redis 5, scripts that call TIME must replicate effects. A no-op
-  -- since Redis 7, where effects replication is the only mode.
+if not redis.REDIS_VERSION_NUM and redis.replicate_commands then
+  -- Before Redis 5, scripts that call TIME must replicate effects. Redis 7
+  -- (which has REDIS_VERSION_NUM) replicates effects only.
   redis.replicate_commands()
-end
-
--- Set by batch.lua while it decides without writing (all-or-nothing).
-local dry = false
-
-local function floor_div(a, b)
-  local q = math.floor(a / b)
-  if q * b > a then
-    q = q - 1
-  elseif (q + 1) * b <= a then
-    q = q + 1
-  end
-  return q
-end
-
-local function ceil_div(a, b)
-  local q = floor_div(a, b)
-  if q * b < a then
-    q = q + 1
-  end
-  return q
-end
-
--- Milliseconds for PEXPIRE / SET PX: rounded up, at least 1.
-local function ttl_ms(us)
-  local ms = ceil_div(us, 1000)
-  if ms < 1 then
-    ms = 1
-  end
-  return ms
-end
-
--- Integers as decimal text without exponent (tostring would print 1e+15).
-local function int(n)
-  return string.format('%d', n)
-end
-
--- The time of this call, or nil when the deadline has passed.
-local function clock()
-  if ARGV[1] == 's' then
-    local t = redis.call('TIME')
-    local now = t[1] * 1000000 + t[2]
-    local deadline = tonumber(ARGV[2])
-    if deadline > 0 and now > deadline then
-      return nil
-    end
-    return now
-  end
-  return tonumber(ARGV[1])
 end

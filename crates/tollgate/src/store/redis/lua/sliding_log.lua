@@ -2,17 +2,16 @@
 --
 -- KEYS[1]  the log: a sorted set, one member per instant, scored by the
 --          time in µs, named "<time>:<cost>" (costs at one instant merged)
--- ARGV[1], ARGV[2]  time source and deadline (see prologue.lua)
--- ARGV[3]  limit (<= 10,000, so the set stays small)
--- ARGV[4]  window (µs)    ARGV[5]  cost (0 peeks)
--- Reply    {allowed, remaining, reset_after µs, retry_after µs, 0} or {-1}
+-- ARGV[1]  time, deadline (see prologue.lua), limit (<= 10,000, so the
+--          set stays small), window (µs), cost (0 peeks)
+-- Reply    allowed, remaining, reset_after, retry_after, 0
 -- Rule     an entry at s counts at t iff t - s < window. A late client-time
 --          request is taken at the newest entry's time.
 -- Writes   always trims entries that aged out (bounded by the limit);
 --          when admitting a cost > 0, ZADD and PEXPIRE = until the newest
 --          entry ages out.
 
-local function sliding_log(key, now, limit, window, cost)
+local function sliding_log(key, now, limit, window, cost, dry)
   local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   local at = now
   if newest[2] and tonumber(newest[2]) > now then
@@ -50,7 +49,7 @@ local function sliding_log(key, now, limit, window, cost)
     end
     redis.call('ZADD', key, int(at), int(at) .. ':' .. int(merged))
     newest_at = at
-    redis.call('PEXPIRE', key, ttl_ms(at + window - now))
+    redis.call('PEXPIRE', key, math.max(1, math.ceil((at + window - now) / 1000)))
     used = used + cost
   end
   local reset = 0
@@ -61,5 +60,5 @@ local function sliding_log(key, now, limit, window, cost)
   if retry < 0 then
     retry = 0
   end
-  return {allowed and 1 or 0, limit - used, reset, retry, 0}
+  return allowed and 1 or 0, limit - used, reset, retry, 0
 end

@@ -1,29 +1,26 @@
 -- sliding_window.lua: the weighted two-window counter.
 --
--- KEYS[1]  the state: a string "<k>:<prev>:<curr>" (current window index,
---          admitted in window k-1, admitted in window k)
--- ARGV[1], ARGV[2]  time source and deadline (see prologue.lua)
--- ARGV[3]  limit    ARGV[4]  window (µs)    ARGV[5]  cost (0 peeks)
--- Reply    {allowed, remaining, reset_after µs, retry_after µs, 0} or {-1}
+-- KEYS[1]  the state: three doubles (current window index k, admitted in
+--          window k-1, admitted in window k)
+-- ARGV[1]  time, deadline (see prologue.lua), limit, window (µs),
+--          cost (0 peeks)
+-- Reply    allowed, remaining, reset_after, retry_after, 0
 -- Rule     with e = now - k·window: allowed iff
 --          prev·(window - e) + (curr + cost)·window <= limit·window
 --          (2·limit·window < 2^53 is checked in Rust, so this is exact).
 -- Writes   only when admitting a cost > 0: SET with PX = until the end of
 --          the next window, when both counts have aged out.
 
-local function sliding_window(key, now, limit, window, cost)
-  local current = floor_div(now, window)
+local function sliding_window(key, now, limit, window, cost, dry)
+  local current = math.floor(now / window)
   local k, prev, curr = current, 0, 0
   local stored = redis.call('GET', key)
   if stored then
-    local sk, sp, sc = string.match(stored, '^(%d+):(%d+):(%d+)$')
-    sk = tonumber(sk)
-    if sk then
-      if sk >= current then
-        k, prev, curr = sk, tonumber(sp), tonumber(sc)
-      elseif sk + 1 == current then
-        prev = tonumber(sc)
-      end
+    local sk, sp, sc = struct.unpack('<ddd', stored)
+    if sk >= current then
+      k, prev, curr = sk, sp, sc
+    elseif sk + 1 == current then
+      prev = sc
     end
   end
   local start = k * window
@@ -41,13 +38,13 @@ local function sliding_window(key, now, limit, window, cost)
   if remaining < 0 then
     remaining = 0
   end
-  remaining = floor_div(remaining, window)
+  remaining = math.floor(remaining / window)
   local retry_at = now
   if not allowed then
     if curr + cost <= limit then
-      retry_at = start + window - floor_div((limit - curr - cost) * window, prev)
+      retry_at = start + window - math.floor((limit - curr - cost) * window / prev)
     else
-      local wait = window - floor_div((limit - cost) * window, curr)
+      local wait = window - math.floor((limit - cost) * window / curr)
       if wait < 0 then
         wait = 0
       end
@@ -61,7 +58,7 @@ local function sliding_window(key, now, limit, window, cost)
     reset_at = start + window
   end
   if allowed and cost > 0 and not dry then
-    redis.call('SET', key, int(k) .. ':' .. int(prev) .. ':' .. int(after), 'PX', ttl_ms(reset_at - now))
+    redis.call('SET', key, struct.pack('<ddd', k, prev, after), 'PX', math.max(1, math.ceil((reset_at - now) / 1000)))
   end
   local reset = reset_at - now
   if reset < 0 then
@@ -71,5 +68,5 @@ local function sliding_window(key, now, limit, window, cost)
   if retry < 0 then
     retry = 0
   end
-  return {allowed and 1 or 0, remaining, reset, retry, 0}
+  return allowed and 1 or 0, remaining, reset, retry, 0
 end
