@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::params::{Rate, div_rem};
+use super::params::{Rate, RateDivisors};
 use crate::{Decision, Result};
 
 /// The generic cell rate algorithm with emission interval `per / rate` and a
@@ -14,6 +14,7 @@ pub struct Gcra {
     rate: Rate,
     burst: u64,
     capacity: u64,
+    div: RateDivisors,
 }
 
 /// The theoretical arrival time, exactly: `micros + frac / units_per_micro`.
@@ -35,6 +36,7 @@ impl Gcra {
             rate,
             burst,
             capacity,
+            div: RateDivisors::new(&rate),
         })
     }
 
@@ -62,12 +64,12 @@ impl Gcra {
         let need = cost as u128 * self.rate.units_per_token as u128;
         let cap = self.capacity as u128;
         let debt = tat.saturating_sub(now_units);
-        let wait = self.rate.micros_for((debt + need).saturating_sub(cap));
+        let wait = self.div.micros_for((debt + need).saturating_sub(cap));
         let allowed = wait <= max_wait;
         let debt_after = if allowed {
             let new_tat = tat.max(now_units) + need;
             if cost > 0 {
-                let (micros, frac) = div_rem(new_tat, drip);
+                let (micros, frac) = self.div.per_micro.div_rem_wide(new_tat);
                 *state = GcraState {
                     micros: micros as u64,
                     frac: frac as u64,
@@ -80,12 +82,11 @@ impl Gcra {
         Decision::from_micros(
             allowed,
             self.burst,
-            div_rem(
-                cap.saturating_sub(debt_after),
-                self.rate.units_per_token as u128,
-            )
-            .0 as u64,
-            self.rate.micros_for(debt_after),
+            self.div
+                .per_token
+                .div_rem_wide(cap.saturating_sub(debt_after))
+                .0 as u64,
+            self.div.micros_for(debt_after),
             if allowed { 0 } else { wait - max_wait },
             if allowed { wait } else { 0 },
         )

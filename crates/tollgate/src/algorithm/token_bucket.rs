@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::params::Rate;
+use super::params::{Rate, RateDivisors};
 use crate::{Decision, Result};
 
 /// A bucket that starts full with `burst` tokens and refills continuously at
@@ -28,6 +28,7 @@ pub struct TokenBucket {
     rate: Rate,
     burst: u64,
     capacity: u64,
+    div: RateDivisors,
 }
 
 /// The bucket at a time, as the tokens missing from a full bucket, so that
@@ -51,6 +52,7 @@ impl TokenBucket {
             rate,
             burst,
             capacity,
+            div: RateDivisors::new(&rate),
         })
     }
 
@@ -70,7 +72,7 @@ impl TokenBucket {
         if now > state.at {
             let elapsed = now - state.at;
             let drip = self.rate.units_per_micro;
-            state.deficit = if elapsed >= state.deficit.div_ceil(drip) {
+            state.deficit = if elapsed >= self.div.per_micro.div_ceil(state.deficit) {
                 0
             } else {
                 state.deficit - elapsed * drip
@@ -96,7 +98,7 @@ impl TokenBucket {
         self.refill(state, now);
         let need = cost * self.rate.units_per_token;
         let wait = self
-            .rate
+            .div
             .micros_for((state.deficit + need).saturating_sub(self.capacity) as u128);
         let allowed = wait <= max_wait;
         if allowed {
@@ -105,8 +107,10 @@ impl TokenBucket {
         Decision::from_micros(
             allowed,
             self.burst,
-            self.capacity.saturating_sub(state.deficit) / self.rate.units_per_token,
-            self.rate.micros_for(state.deficit as u128),
+            self.div
+                .per_token
+                .div(self.capacity.saturating_sub(state.deficit)),
+            self.div.micros_for(state.deficit as u128),
             if allowed { 0 } else { wait - max_wait },
             if allowed { wait } else { 0 },
         )
