@@ -58,6 +58,7 @@ impl FixedWindow {
 
     /// Decides a request of `cost` (≤ limit) at `now` (µs since the epoch),
     /// updating `state` when the request is admitted.
+    #[inline]
     pub fn decide(&self, state: &mut FixedWindowState, now: u64, cost: u64) -> Decision {
         let current = self.per_window.div(now);
         // A stored window ahead of `now` (a late request) stays current: time

@@ -88,6 +88,7 @@ impl TokenBucket {
 
     /// Admits a request that would have to wait at most `max_wait` µs,
     /// borrowing from future refills; the decision's `delay` is the wait.
+    #[inline]
     pub fn reserve(
         &self,
         state: &mut TokenBucketState,
@@ -99,7 +100,8 @@ impl TokenBucket {
         let need = cost * self.rate.units_per_token;
         let wait = self
             .div
-            .micros_for((state.deficit + need).saturating_sub(self.capacity) as u128);
+            .per_micro
+            .div_ceil((state.deficit + need).saturating_sub(self.capacity));
         let allowed = wait <= max_wait;
         if allowed {
             state.deficit += need;
@@ -110,7 +112,7 @@ impl TokenBucket {
             self.div
                 .per_token
                 .div(self.capacity.saturating_sub(state.deficit)),
-            self.div.micros_for(state.deficit as u128),
+            self.div.per_micro.div_ceil(state.deficit),
             if allowed { 0 } else { wait - max_wait },
             if allowed { wait } else { 0 },
         )

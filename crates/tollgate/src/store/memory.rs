@@ -294,7 +294,7 @@ impl<C: Clock> MemoryStore<C> {
             .collect();
         if decisions.iter().all(|d| d.allowed) {
             for (((key, &hash), state), d) in keys.iter().zip(&hashes).zip(states).zip(&decisions) {
-                let reset = d.reset_after.as_micros() as u64;
+                let reset = micros(d.reset_after);
                 let map = locked(&mut guards, shard_of(hash));
                 self.store_entry(map, hash, *key, state, now, reset);
             }
@@ -411,7 +411,7 @@ impl<C: Clock> MemoryStore<C> {
                         entry.state = algorithm.fresh_state();
                     }
                     let (decision, held) = run(algorithm, &mut entry.state, now, op);
-                    let reset = decision.reset_after.as_micros() as u64;
+                    let reset = micros(decision.reset_after);
                     if reset == 0 {
                         found.remove();
                     } else {
@@ -422,7 +422,7 @@ impl<C: Clock> MemoryStore<C> {
                 Err(absent) => {
                     let mut state = algorithm.fresh_state();
                     let (decision, held) = run(algorithm, &mut state, now, op);
-                    let reset = decision.reset_after.as_micros() as u64;
+                    let reset = micros(decision.reset_after);
                     if reset != 0 {
                         self.insert_new(absent.into_table(), hash, k, state, now, reset);
                         inserted = true;
@@ -515,6 +515,13 @@ impl<C: Clock> MemoryStore<C> {
             self.sweep();
         }
     }
+}
+
+/// A decision's time in whole microseconds (it holds whole microseconds),
+/// without going through `u128`.
+#[inline]
+fn micros(d: Duration) -> u64 {
+    d.as_secs() * 1_000_000 + d.subsec_micros() as u64
 }
 
 /// The shard of a key's hash: bits that the shard's table does not use
