@@ -5,8 +5,8 @@
 //! tests and the simulator can drive time by hand with a [`ManualClock`].
 
 use std::fmt::Debug;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A source of wall-clock time in microseconds since the Unix epoch.
@@ -49,15 +49,25 @@ impl Clock for SystemClock {
 #[derive(Debug, Clone, Copy)]
 pub struct MonotonicClock {
     anchor_micros: u64,
-    start: quanta::Instant,
+    /// The counter's raw reading at the anchor.
+    start: u64,
+    counter: &'static quanta::Clock,
+}
+
+/// One calibrated counter for the process (calibrating takes milliseconds).
+fn counter() -> &'static quanta::Clock {
+    static COUNTER: OnceLock<quanta::Clock> = OnceLock::new();
+    COUNTER.get_or_init(quanta::Clock::new)
 }
 
 impl MonotonicClock {
     /// A clock reading the system's Unix time now.
     pub fn new() -> MonotonicClock {
+        let counter = counter();
         MonotonicClock {
             anchor_micros: SystemClock.now_micros(),
-            start: quanta::Instant::now(),
+            start: counter.raw(),
+            counter,
         }
     }
 }
@@ -69,9 +79,12 @@ impl Default for MonotonicClock {
 }
 
 impl Clock for MonotonicClock {
+    #[inline]
     fn now_micros(&self) -> u64 {
-        let elapsed = quanta::Instant::now().saturating_duration_since(self.start);
-        self.anchor_micros + elapsed.as_micros() as u64
+        // The raw counter scaled by its own calibration: no thread-local
+        // lookup of a mocked clock, no 128-bit `Duration` conversion.
+        let nanos = self.counter.delta_as_nanos(self.start, self.counter.raw());
+        self.anchor_micros + nanos / 1_000
     }
 }
 

@@ -53,6 +53,7 @@ pub struct Decision {
 
 impl Decision {
     /// A decision from its parts, in microseconds.
+    #[inline]
     pub fn from_micros(
         allowed: bool,
         limit: u64,

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::params::{MAX_EXACT, period, positive};
+use super::params::{Divisor, MAX_EXACT, period, positive};
 use crate::{Decision, Result};
 
 /// At most `limit` per window `[k·window, (k+1)·window)`.
@@ -23,6 +23,7 @@ use crate::{Decision, Result};
 pub struct FixedWindow {
     limit: u64,
     window: u64,
+    per_window: Divisor,
 }
 
 /// The counter of one window.
@@ -37,9 +38,11 @@ pub struct FixedWindowState {
 impl FixedWindow {
     /// Validates `limit` (1..=2^52) and `window` (1 ms..=365 days).
     pub fn new(limit: u64, window: Duration) -> Result<FixedWindow> {
+        let window = period("window", window)?;
         Ok(FixedWindow {
             limit: positive("limit", limit, MAX_EXACT / 2)?,
-            window: period("window", window)?,
+            window,
+            per_window: Divisor::new(window),
         })
     }
 
@@ -55,8 +58,9 @@ impl FixedWindow {
 
     /// Decides a request of `cost` (≤ limit) at `now` (µs since the epoch),
     /// updating `state` when the request is admitted.
+    #[inline]
     pub fn decide(&self, state: &mut FixedWindowState, now: u64, cost: u64) -> Decision {
-        let current = now / self.window;
+        let current = self.per_window.div(now);
         // A stored window ahead of `now` (a late request) stays current: time
         // never moves backwards.
         if state.window < current {

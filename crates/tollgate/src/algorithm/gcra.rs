@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::params::{Rate, div_rem};
+use super::params::{Rate, RateDivisors};
 use crate::{Decision, Result};
 
 /// The generic cell rate algorithm with emission interval `per / rate` and a
@@ -14,6 +14,7 @@ pub struct Gcra {
     rate: Rate,
     burst: u64,
     capacity: u64,
+    div: RateDivisors,
 }
 
 /// The theoretical arrival time, exactly: `micros + frac / units_per_micro`.
@@ -35,6 +36,7 @@ impl Gcra {
             rate,
             burst,
             capacity,
+            div: RateDivisors::new(&rate),
         })
     }
 
@@ -55,19 +57,81 @@ impl Gcra {
 
     /// Admits a request that would wait at most `max_wait` µs, pushing the
     /// TAT further into the future; the decision's `delay` is the wait.
+    #[inline]
     pub fn reserve(&self, state: &mut GcraState, now: u64, cost: u64, max_wait: u64) -> Decision {
+        match self.reserve_near(state, now, cost, max_wait) {
+            Some(decision) => decision,
+            None => self.reserve_wide(state, now, cost, max_wait),
+        }
+    }
+
+    /// [`reserve`](Gcra::reserve) in 64-bit arithmetic relative to `now`:
+    /// the debt `TAT − now` stays within the capacity and a reservation's
+    /// wait, far below 2^64, however large the absolute TAT in scaled units
+    /// is. `None` (and `state` untouched) when a value would overflow: a
+    /// TAT far ahead of `now` after the clock stepped back, or a cost above
+    /// the burst from a direct caller.
+    #[inline]
+    fn reserve_near(
+        &self,
+        state: &mut GcraState,
+        now: u64,
+        cost: u64,
+        max_wait: u64,
+    ) -> Option<Decision> {
+        let drip = self.rate.units_per_micro;
+        // (micros·drip + frac) − now·drip, floored at 0.
+        let debt = if state.micros >= now {
+            (state.micros - now)
+                .checked_mul(drip)?
+                .checked_add(state.frac)?
+        } else {
+            (now - state.micros)
+                .checked_mul(drip)
+                .map_or(0, |behind| state.frac.saturating_sub(behind))
+        };
+        let need = cost.checked_mul(self.rate.units_per_token)?;
+        let total = debt.checked_add(need)?;
+        let wait = self
+            .div
+            .per_micro
+            .div_ceil(total.saturating_sub(self.capacity));
+        let allowed = wait <= max_wait;
+        let debt_after = if allowed { total } else { debt };
+        if allowed && cost > 0 {
+            // TAT' = now·drip + debt_after, split into whole µs and frac.
+            let (micros, frac) = self.div.per_micro.div_rem(debt_after);
+            *state = GcraState {
+                micros: now.checked_add(micros)?,
+                frac,
+            };
+        }
+        Some(Decision::from_micros(
+            allowed,
+            self.burst,
+            self.div
+                .per_token
+                .div(self.capacity.saturating_sub(debt_after)),
+            self.div.per_micro.div_ceil(debt_after),
+            if allowed { 0 } else { wait - max_wait },
+            if allowed { wait } else { 0 },
+        ))
+    }
+
+    /// [`reserve`](Gcra::reserve) on absolute times in 128-bit arithmetic.
+    fn reserve_wide(&self, state: &mut GcraState, now: u64, cost: u64, max_wait: u64) -> Decision {
         let drip = self.rate.units_per_micro as u128;
         let tat = state.micros as u128 * drip + state.frac as u128;
         let now_units = now as u128 * drip;
         let need = cost as u128 * self.rate.units_per_token as u128;
         let cap = self.capacity as u128;
         let debt = tat.saturating_sub(now_units);
-        let wait = self.rate.micros_for((debt + need).saturating_sub(cap));
+        let wait = self.div.micros_for((debt + need).saturating_sub(cap));
         let allowed = wait <= max_wait;
         let debt_after = if allowed {
             let new_tat = tat.max(now_units) + need;
             if cost > 0 {
-                let (micros, frac) = div_rem(new_tat, drip);
+                let (micros, frac) = self.div.per_micro.div_rem_wide(new_tat);
                 *state = GcraState {
                     micros: micros as u64,
                     frac: frac as u64,
@@ -80,14 +144,68 @@ impl Gcra {
         Decision::from_micros(
             allowed,
             self.burst,
-            div_rem(
-                cap.saturating_sub(debt_after),
-                self.rate.units_per_token as u128,
-            )
-            .0 as u64,
-            self.rate.micros_for(debt_after),
+            self.div
+                .per_token
+                .div_rem_wide(cap.saturating_sub(debt_after))
+                .0 as u64,
+            self.div.micros_for(debt_after),
             if allowed { 0 } else { wait - max_wait },
             if allowed { wait } else { 0 },
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The 64-bit path decides exactly as the 128-bit one wherever it
+    /// answers, on states near and far from `now`, fractions out of range
+    /// (a policy changed its rate), and every rate shape.
+    #[test]
+    fn the_near_path_agrees_with_the_wide_one() {
+        let mut rng = fastrand::Rng::with_seed(11);
+        let rates = [
+            (1_000_000_000, 1_000_000, 1_000_000_000),
+            (3, 1_000_000, 10),
+            (7, 3_600_000_000, 5),
+            (1, 1_000, 1),
+            (1 << 40, 1_000, 1 << 10),
+        ];
+        let mut answered = 0;
+        for (rate, per, burst) in rates {
+            let g = Gcra::new(rate, Duration::from_micros(per), burst).unwrap();
+            let drip = g.rate.units_per_micro;
+            for _ in 0..20_000 {
+                let now = rng.u64(..1 << 52);
+                let micros = match rng.u8(..4) {
+                    0 => now.saturating_sub(rng.u64(..1_000)),
+                    1 => now + rng.u64(..1_000_000),
+                    2 => rng.u64(..),
+                    _ => now,
+                };
+                let frac = match rng.u8(..3) {
+                    0 => rng.u64(..drip),
+                    1 => rng.u64(..),
+                    _ => 0,
+                };
+                let cost = match rng.u8(..3) {
+                    0 => 0,
+                    1 => rng.u64(..=burst),
+                    _ => rng.u64(..),
+                };
+                let max_wait = if rng.bool() { 0 } else { rng.u64(..1 << 20) };
+                let start = GcraState { micros, frac };
+                let (mut near, mut wide) = (start, start);
+                if let Some(d) = g.reserve_near(&mut near, now, cost, max_wait) {
+                    answered += 1;
+                    assert_eq!(d, g.reserve_wide(&mut wide, now, cost, max_wait));
+                    assert_eq!(near, wide, "{start:?} at {now}, cost {cost}");
+                } else {
+                    assert_eq!(near, start, "untouched when it gives up");
+                }
+            }
+        }
+        assert!(answered > 50_000, "the near path answers most cases");
     }
 }

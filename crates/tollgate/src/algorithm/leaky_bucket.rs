@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::params::{Rate, div_rem};
+use super::params::{Rate, RateDivisors};
 use crate::{Decision, Result};
 
 /// A queue of at most `capacity` requests drained at `rate` per `per`.
@@ -15,6 +15,7 @@ pub struct LeakyBucket {
     rate: Rate,
     capacity: u64,
     scaled_capacity: u64,
+    div: RateDivisors,
 }
 
 /// The virtual finish time, exactly: `micros + frac / units_per_micro`.
@@ -35,6 +36,7 @@ impl LeakyBucket {
             rate,
             capacity,
             scaled_capacity: scaled,
+            div: RateDivisors::new(&rate),
         })
     }
 
@@ -60,7 +62,7 @@ impl LeakyBucket {
         let backlog_after = if allowed {
             let finish = finish.max(now_units) + need;
             if cost > 0 {
-                let (micros, frac) = div_rem(finish, drip);
+                let (micros, frac) = self.div.per_micro.div_rem_wide(finish);
                 *state = LeakyBucketState {
                     micros: micros as u64,
                     frac: frac as u64,
@@ -75,19 +77,18 @@ impl LeakyBucket {
             self.capacity,
             // A late request (client time behind the stored finish) can see
             // more backlog than the capacity: nothing remains then.
-            div_rem(
-                cap.saturating_sub(backlog_after),
-                self.rate.units_per_token as u128,
-            )
-            .0 as u64,
-            self.rate.micros_for(backlog_after),
+            self.div
+                .per_token
+                .div_rem_wide(cap.saturating_sub(backlog_after))
+                .0 as u64,
+            self.div.micros_for(backlog_after),
             if allowed {
                 0
             } else {
-                self.rate.micros_for(backlog + need - cap)
+                self.div.micros_for(backlog + need - cap)
             },
             if allowed {
-                self.rate.micros_for(backlog)
+                self.div.micros_for(backlog)
             } else {
                 0
             },

@@ -67,20 +67,99 @@ pub(crate) fn gcd(mut a: u64, mut b: u64) -> u64 {
     a
 }
 
-pub(crate) fn ceil_div(a: u128, b: u128) -> u128 {
-    let (q, r) = div_rem(a, b);
-    if r > 0 { q + 1 } else { q }
+/// Exact division by a divisor fixed when a policy is made: one multiply and
+/// two shifts instead of a hardware divide (tens of cycles), on every
+/// decision. This is the round-up method of Granlund and Montgomery
+/// ("Division by invariant integers using multiplication", 1994, fig. 4.1),
+/// exact for every 64-bit dividend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Divisor {
+    d: u64,
+    /// `floor(2^64 · (2^l − d) / d) + 1` with `l = ceil(log2 d)`; below 2^64.
+    magic: u64,
+    /// `min(l, 1)`.
+    sh1: u32,
+    /// `max(l − 1, 0)`.
+    sh2: u32,
 }
 
-/// `(a / b, a % b)`. Most operands fit in 64 bits, and a 64-bit division is
-/// one instruction where a 128-bit one is a library call several times
-/// slower, on every decision of GCRA and the leaky bucket.
-pub(crate) fn div_rem(a: u128, b: u128) -> (u128, u128) {
-    if (a | b) >> 64 == 0 {
-        let (a, b) = (a as u64, b as u64);
-        ((a / b) as u128, (a % b) as u128)
-    } else {
-        (a / b, a % b)
+impl Divisor {
+    /// Division by `d` (at least 1).
+    pub(crate) fn new(d: u64) -> Divisor {
+        assert!(d > 0, "a divisor is positive");
+        let l = 64 - (d - 1).leading_zeros();
+        let magic = ((1u128 << 64) * ((1u128 << l) - d as u128)) / d as u128 + 1;
+        Divisor {
+            d,
+            magic: magic as u64,
+            sh1: l.min(1),
+            sh2: l.saturating_sub(1),
+        }
+    }
+
+    /// `n / d`.
+    #[inline]
+    pub(crate) fn div(self, n: u64) -> u64 {
+        let t = ((self.magic as u128 * n as u128) >> 64) as u64;
+        (t + ((n - t) >> self.sh1)) >> self.sh2
+    }
+
+    /// `(n / d, n % d)`.
+    #[inline]
+    pub(crate) fn div_rem(self, n: u64) -> (u64, u64) {
+        let q = self.div(n);
+        (q, n - q * self.d)
+    }
+
+    /// `n / d`, rounded up.
+    #[inline]
+    pub(crate) fn div_ceil(self, n: u64) -> u64 {
+        let (q, r) = self.div_rem(n);
+        q + (r != 0) as u64
+    }
+
+    /// `(n / d, n % d)` of a 128-bit `n`: the fast path when it fits in 64
+    /// bits, which it nearly always does.
+    #[inline]
+    pub(crate) fn div_rem_wide(self, n: u128) -> (u128, u128) {
+        if n >> 64 == 0 {
+            let (q, r) = self.div_rem(n as u64);
+            (q as u128, r as u128)
+        } else {
+            (n / self.d as u128, n % self.d as u128)
+        }
+    }
+
+    /// `n / d` of a 128-bit `n`, rounded up.
+    #[inline]
+    pub(crate) fn div_ceil_wide(self, n: u128) -> u128 {
+        let (q, r) = self.div_rem_wide(n);
+        q + (r != 0) as u128
+    }
+}
+
+/// The divisors of a [`Rate`], for the decisions' arithmetic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct RateDivisors {
+    /// By [`Rate::units_per_micro`]: scaled units to microseconds.
+    pub(crate) per_micro: Divisor,
+    /// By [`Rate::units_per_token`]: scaled units to tokens.
+    pub(crate) per_token: Divisor,
+}
+
+impl RateDivisors {
+    pub(crate) fn new(rate: &Rate) -> RateDivisors {
+        RateDivisors {
+            per_micro: Divisor::new(rate.units_per_micro),
+            per_token: Divisor::new(rate.units_per_token),
+        }
+    }
+
+    /// Microseconds, rounded up, for `units` scaled units to drip in (the
+    /// rate's `units_per_micro`).
+    #[inline]
+    pub(crate) fn micros_for(&self, units: u128) -> u64 {
+        self.per_micro.div_ceil_wide(units) as u64
     }
 }
 
@@ -126,11 +205,6 @@ impl Rate {
         }
         Ok(scaled as u64)
     }
-
-    /// Microseconds, rounded up, for `units` scaled units to drip in.
-    pub(crate) fn micros_for(&self, units: u128) -> u64 {
-        ceil_div(units, self.units_per_micro as u128) as u64
-    }
 }
 
 #[cfg(test)]
@@ -143,6 +217,56 @@ mod tests {
         assert_eq!((r.units_per_micro, r.units_per_token), (1, 86_400));
         let r = Rate::new(3, Duration::from_secs(1)).unwrap();
         assert_eq!((r.units_per_micro, r.units_per_token), (3, 1_000_000));
+    }
+
+    /// The divisions a [`Divisor`] replaces, on the divisors and dividends
+    /// where the method could go wrong: powers of two and their neighbours,
+    /// 1, the largest values, and random ones.
+    #[test]
+    fn divisors_divide_exactly() {
+        let mut edges = vec![
+            1u64,
+            2,
+            3,
+            5,
+            7,
+            10,
+            1_000,
+            1_000_000,
+            u64::MAX - 1,
+            u64::MAX,
+        ];
+        for k in 1..64 {
+            let p = 1u64 << k;
+            edges.extend([p - 1, p, p + 1]);
+        }
+        let mut rng = fastrand::Rng::with_seed(7);
+        let mut divisors = edges.clone();
+        divisors.extend((0..200).map(|_| rng.u64(1..)));
+        divisors.extend((0..200).map(|_| {
+            let bits = rng.u32(1..40);
+            rng.u64(1..1 << bits)
+        }));
+        let mut dividends = edges.clone();
+        dividends.push(0);
+        dividends.extend((0..200).map(|_| rng.u64(..)));
+        dividends.extend((0..200).map(|_| {
+            let bits = rng.u32(1..60);
+            rng.u64(..1 << bits)
+        }));
+        for &d in &divisors {
+            let v = Divisor::new(d);
+            for &n in &dividends {
+                assert_eq!(v.div_rem(n), (n / d, n % d), "{n} / {d}");
+                assert_eq!(v.div_ceil(n), n.div_ceil(d), "{n} / {d} rounded up");
+                let wide = (n as u128) << 3 | 5;
+                assert_eq!(
+                    v.div_rem_wide(wide),
+                    (wide / d as u128, wide % d as u128),
+                    "{wide} / {d}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::params::{MAX_EXACT, period, positive};
+use super::params::{Divisor, MAX_EXACT, period, positive};
 use crate::{Decision, Error, Result};
 
 /// At most `limit` in the estimated last `window`, where the estimate weighs
@@ -13,6 +13,7 @@ use crate::{Decision, Error, Result};
 pub struct SlidingWindow {
     limit: u64,
     window: u64,
+    per_window: Divisor,
 }
 
 /// The counts of the current and the previous window.
@@ -41,7 +42,11 @@ impl SlidingWindow {
                 ),
             ));
         }
-        Ok(SlidingWindow { limit, window })
+        Ok(SlidingWindow {
+            limit,
+            window,
+            per_window: Divisor::new(window),
+        })
     }
 
     /// The most admitted per (estimated) window.
@@ -57,7 +62,7 @@ impl SlidingWindow {
     /// Decides a request of `cost` (≤ limit) at `now`, updating `state`.
     pub fn decide(&self, state: &mut SlidingWindowState, now: u64, cost: u64) -> Decision {
         let (w, l) = (self.window, self.limit);
-        let current = now / w;
+        let current = self.per_window.div(now);
         if state.window + 1 == current {
             *state = SlidingWindowState {
                 window: current,
@@ -80,7 +85,9 @@ impl SlidingWindow {
         if allowed {
             state.curr += cost;
         }
-        let remaining = (l * w).saturating_sub(weighted_prev + state.curr * w) / w;
+        let remaining = self
+            .per_window
+            .div((l * w).saturating_sub(weighted_prev + state.curr * w));
         let retry_at = if allowed {
             now
         } else if curr + cost <= l {

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::params::Rate;
+use super::params::{Rate, RateDivisors};
 use crate::{Decision, Result};
 
 /// A bucket that starts full with `burst` tokens and refills continuously at
@@ -28,6 +28,7 @@ pub struct TokenBucket {
     rate: Rate,
     burst: u64,
     capacity: u64,
+    div: RateDivisors,
 }
 
 /// The bucket at a time, as the tokens missing from a full bucket, so that
@@ -51,6 +52,7 @@ impl TokenBucket {
             rate,
             burst,
             capacity,
+            div: RateDivisors::new(&rate),
         })
     }
 
@@ -70,7 +72,7 @@ impl TokenBucket {
         if now > state.at {
             let elapsed = now - state.at;
             let drip = self.rate.units_per_micro;
-            state.deficit = if elapsed >= state.deficit.div_ceil(drip) {
+            state.deficit = if elapsed >= self.div.per_micro.div_ceil(state.deficit) {
                 0
             } else {
                 state.deficit - elapsed * drip
@@ -86,6 +88,7 @@ impl TokenBucket {
 
     /// Admits a request that would have to wait at most `max_wait` µs,
     /// borrowing from future refills; the decision's `delay` is the wait.
+    #[inline]
     pub fn reserve(
         &self,
         state: &mut TokenBucketState,
@@ -96,8 +99,9 @@ impl TokenBucket {
         self.refill(state, now);
         let need = cost * self.rate.units_per_token;
         let wait = self
-            .rate
-            .micros_for((state.deficit + need).saturating_sub(self.capacity) as u128);
+            .div
+            .per_micro
+            .div_ceil((state.deficit + need).saturating_sub(self.capacity));
         let allowed = wait <= max_wait;
         if allowed {
             state.deficit += need;
@@ -105,8 +109,10 @@ impl TokenBucket {
         Decision::from_micros(
             allowed,
             self.burst,
-            self.capacity.saturating_sub(state.deficit) / self.rate.units_per_token,
-            self.rate.micros_for(state.deficit as u128),
+            self.div
+                .per_token
+                .div(self.capacity.saturating_sub(state.deficit)),
+            self.div.per_micro.div_ceil(state.deficit),
             if allowed { 0 } else { wait - max_wait },
             if allowed { wait } else { 0 },
         )

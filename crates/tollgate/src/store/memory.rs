@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use hashbrown::HashMap;
+use hashbrown::HashTable;
 use parking_lot::{Mutex, MutexGuard};
 
 use super::composite::{KeyRef, StoredKey};
@@ -43,10 +43,13 @@ pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(10);
 /// its own limit may over-admit by at most one limit; every other key keeps
 /// its exact state, and memory never exceeds the cap.
 ///
-/// Each key costs about 150 bytes of resident memory (13-byte keys,
-/// measured) for the window and bucket algorithms: the boxed key with its
-/// allocator overhead, the entry, the map's spare capacity; a sliding log
-/// adds 16 bytes per entry and a concurrency key 24 per lease.
+/// Each key costs about 140 bytes of resident memory (13-byte keys,
+/// measured) for the window and bucket algorithms: its entry, one 64-byte
+/// cache line holding the key inline when the policy name and the key
+/// together take at most 21 bytes, and the map's spare capacity. A longer
+/// key is boxed, which adds its length and about 16 bytes of allocator
+/// overhead. A sliding log adds 16 bytes per entry and a concurrency key 24
+/// per lease.
 ///
 /// ```
 /// use std::time::Duration;
@@ -84,10 +87,17 @@ struct Inner<C> {
 #[repr(align(128))]
 struct Shard(Mutex<ShardMap>);
 
-type ShardMap = HashMap<StoredKey, Entry>;
+/// One shard's entries, found by a hash computed once per call with the
+/// store's hasher (its bits 32..38 also pick the shard).
+type ShardMap = HashTable<Entry>;
 
+/// One key: 64 bytes, aligned to a cache line, so that a lookup that finds
+/// its key (held inline) touches one line for the key, the state and the
+/// expiry.
 #[derive(Debug)]
+#[repr(align(64))]
 struct Entry {
+    key: StoredKey,
     state: State,
     /// When `state` becomes the same as a fresh one (µs since the epoch).
     expires_at: u64,
@@ -261,7 +271,8 @@ impl<C: Clock> MemoryStore<C> {
         if let Some(i) = (1..keys.len()).find(|&i| keys[..i].contains(&keys[i])) {
             return Err(super::duplicate_in_batch(requests[i].policy));
         }
-        let mut shard_ids: Vec<usize> = keys.iter().map(|&k| self.shard_of(k)).collect();
+        let hashes: Vec<u64> = keys.iter().map(|&k| self.hash(k)).collect();
+        let mut shard_ids: Vec<usize> = hashes.iter().map(|&h| shard_of(h)).collect();
         shard_ids.sort_unstable();
         shard_ids.dedup();
         // Shards are always locked in ascending order, so batches never
@@ -274,10 +285,11 @@ impl<C: Clock> MemoryStore<C> {
         // Decide every request on a copy of its state; write only if all pass.
         let mut states: Vec<State> = keys
             .iter()
+            .zip(&hashes)
             .zip(requests)
-            .map(|(k, r)| {
-                locked(&mut guards, self.shard_of(*k))
-                    .get(k)
+            .map(|((k, &hash), r)| {
+                locked(&mut guards, shard_of(hash))
+                    .find(hash, |e| k.matches(&e.key))
                     .filter(|e| e.expires_at > now)
                     .map_or_else(|| r.policy.algorithm().fresh_state(), |e| e.state.clone())
             })
@@ -288,10 +300,10 @@ impl<C: Clock> MemoryStore<C> {
             .map(|(r, state)| r.policy.algorithm().decide(state, now, r.cost, 0))
             .collect();
         if decisions.iter().all(|d| d.allowed) {
-            for ((key, state), d) in keys.iter().zip(states).zip(&decisions) {
-                let reset = d.reset_after.as_micros() as u64;
-                let map = locked(&mut guards, self.shard_of(*key));
-                self.store_entry(map, *key, state, now, reset);
+            for (((key, &hash), state), d) in keys.iter().zip(&hashes).zip(states).zip(&decisions) {
+                let reset = micros(d.reset_after);
+                let map = locked(&mut guards, shard_of(hash));
+                self.store_entry(map, hash, *key, state, now, reset);
             }
             return Ok(decisions);
         }
@@ -326,7 +338,11 @@ impl<C: Clock> MemoryStore<C> {
     pub fn reset_sync(&self, policy: &Policy, key: &[u8]) -> Result<()> {
         validate_key(key)?;
         let k = KeyRef::new(policy, key);
-        self.inner.shards[self.shard_of(k)].0.lock().remove(&k);
+        let hash = self.hash(k);
+        let mut map = self.inner.shards[shard_of(hash)].0.lock();
+        if let Ok(entry) = map.find_entry(hash, |e| k.matches(&e.key)) {
+            entry.remove();
+        }
         Ok(())
     }
 
@@ -347,7 +363,7 @@ impl<C: Clock> MemoryStore<C> {
             .map(|shard| {
                 let mut map = shard.0.lock();
                 let before = map.len();
-                map.retain(|_, e| e.expires_at > now);
+                map.retain(|e| e.expires_at > now);
                 before - map.len()
             })
             .sum()
@@ -378,38 +394,44 @@ impl<C: Clock> MemoryStore<C> {
         Ok(())
     }
 
-    fn shard_of(&self, key: KeyRef<'_>) -> usize {
-        (self.inner.hasher.hash_one(key) >> 58) as usize & (SHARDS - 1)
+    /// The key's hash, computed once per call: it picks the shard and the
+    /// slot within it.
+    #[inline]
+    fn hash(&self, key: KeyRef<'_>) -> u64 {
+        self.inner.hasher.hash_one(key)
     }
 
     /// Runs `op` on the key's state under its shard's lock. Returns the
     /// decision and, for a release, whether the lease was held.
     fn apply(&self, policy: &Policy, key: &[u8], op: Op) -> (Decision, bool) {
         let k = KeyRef::new(policy, key);
+        let hash = self.hash(k);
         let algorithm = policy.algorithm();
         let mut inserted = false;
         let now = self.inner.clock.now_micros();
         let result = {
-            let mut map = self.inner.shards[self.shard_of(k)].0.lock();
-            match map.get_mut(&k) {
-                Some(entry) => {
+            let mut map = self.inner.shards[shard_of(hash)].0.lock();
+            match map.find_entry(hash, |e| k.matches(&e.key)) {
+                Ok(mut found) => {
+                    let entry = found.get_mut();
                     if entry.expires_at <= now {
                         entry.state = algorithm.fresh_state();
                     }
                     let (decision, held) = run(algorithm, &mut entry.state, now, op);
-                    if decision.reset_after.is_zero() {
-                        map.remove(&k);
+                    let reset = micros(decision.reset_after);
+                    if reset == 0 {
+                        found.remove();
                     } else {
-                        entry.expires_at = now + decision.reset_after.as_micros() as u64;
+                        entry.expires_at = now + reset;
                     }
                     (decision, held)
                 }
-                None => {
+                Err(absent) => {
                     let mut state = algorithm.fresh_state();
                     let (decision, held) = run(algorithm, &mut state, now, op);
-                    if !decision.reset_after.is_zero() {
-                        let reset = decision.reset_after.as_micros() as u64;
-                        self.store_entry(&mut map, k, state, now, reset);
+                    let reset = micros(decision.reset_after);
+                    if reset != 0 {
+                        self.insert_new(absent.into_table(), hash, k, state, now, reset);
                         inserted = true;
                     }
                     (decision, held)
@@ -423,33 +445,63 @@ impl<C: Clock> MemoryStore<C> {
     }
 
     /// Inserts or replaces an entry, keeping the shard within its cap.
-    fn store_entry(&self, map: &mut ShardMap, key: KeyRef<'_>, state: State, now: u64, reset: u64) {
-        if reset == 0 {
-            map.remove(&key);
-            return;
+    fn store_entry(
+        &self,
+        map: &mut ShardMap,
+        hash: u64,
+        key: KeyRef<'_>,
+        state: State,
+        now: u64,
+        reset: u64,
+    ) {
+        match map.find_entry(hash, |e| key.matches(&e.key)) {
+            Ok(found) if reset == 0 => {
+                found.remove();
+            }
+            Ok(mut found) => {
+                let entry = found.get_mut();
+                entry.state = state;
+                entry.expires_at = now + reset;
+            }
+            Err(_) if reset == 0 => {}
+            Err(absent) => self.insert_new(absent.into_table(), hash, key, state, now, reset),
         }
-        let entry = Entry {
-            state,
-            expires_at: now + reset,
-        };
-        if let Some(existing) = map.get_mut(&key) {
-            *existing = entry;
-            return;
-        }
+    }
+
+    /// Inserts a key that is not in `map`, keeping the shard within its cap:
+    /// expired keys go first, then the one nearest to expiry among a sample.
+    fn insert_new(
+        &self,
+        map: &mut ShardMap,
+        hash: u64,
+        key: KeyRef<'_>,
+        state: State,
+        now: u64,
+        reset: u64,
+    ) {
         if map.len() >= self.inner.keys_per_shard {
-            map.retain(|_, e| e.expires_at > now);
+            map.retain(|e| e.expires_at > now);
         }
         if map.len() >= self.inner.keys_per_shard {
             let victim = map
                 .iter()
                 .take(EVICTION_SAMPLE)
-                .min_by_key(|(_, e)| e.expires_at)
-                .map(|(k, _)| k.clone());
+                .min_by_key(|e| e.expires_at)
+                .map(|e| e.key.clone());
             if let Some(victim) = victim {
-                map.remove(&victim);
+                let v = victim.borrowed();
+                if let Ok(found) = map.find_entry(self.hash(v), |e| v.matches(&e.key)) {
+                    found.remove();
+                }
             }
         }
-        map.insert(StoredKey::new(key), entry);
+        let entry = Entry {
+            key: StoredKey::new(key),
+            state,
+            expires_at: now + reset,
+        };
+        let hasher = &self.inner.hasher;
+        map.insert_unique(hash, entry, |e| hasher.hash_one(e.key.borrowed()));
     }
 
     /// Sweeps every shard when the interval has passed; only one caller wins.
@@ -470,6 +522,20 @@ impl<C: Clock> MemoryStore<C> {
             self.sweep();
         }
     }
+}
+
+/// A decision's time in whole microseconds (it holds whole microseconds),
+/// without going through `u128`.
+#[inline]
+fn micros(d: Duration) -> u64 {
+    d.as_secs() * 1_000_000 + d.subsec_micros() as u64
+}
+
+/// The shard of a key's hash: bits that the shard's table does not use
+/// (it takes its slot from the low bits and its tag from the top 7).
+#[inline]
+fn shard_of(hash: u64) -> usize {
+    (hash >> 32) as usize & (SHARDS - 1)
 }
 
 /// The locked map of `shard` among a batch's guards (sorted by shard).
@@ -581,6 +647,11 @@ mod tests {
             .max_keys(max_keys)
             .sweep_interval(Duration::from_secs(3600))
             .build()
+    }
+
+    #[test]
+    fn an_entry_is_one_cache_line() {
+        assert_eq!(size_of::<Entry>(), 64);
     }
 
     #[test]

@@ -10,6 +10,8 @@
 //! Denials proven to last are answered from a local cache.
 //!
 //! ```no_run
+//! # #[cfg(feature = "redis")]
+//! # mod example {
 //! use std::sync::Arc;
 //! use std::time::Duration;
 //! use tollgate::store::redis::RedisStore;
@@ -31,6 +33,7 @@
 //! let decision = store.check(&books, b"user-42", 1).await?;
 //! println!("{} (from {})", decision.allowed, decision.source.as_str());
 //! # Ok(())
+//! # }
 //! # }
 //! ```
 
