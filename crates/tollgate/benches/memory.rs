@@ -4,7 +4,9 @@
 //! one hot key and 1,000,000 keys, on one thread and on two; governor's
 //! direct and keyed GCRA limiters run in the same process as the peer.
 //! Limits are generous so that both sides mostly take the admit path (the
-//! `denied` cases take the other). Before the timings it prints the
+//! `denied` cases take the other). `tollgate/direct` is the
+//! [`DirectLimiter`], one key without a map, beside governor's direct
+//! limiter. Before the timings it prints the
 //! resident memory per key of each algorithm, each measured in a child
 //! process of its own so that one measurement's freed memory does not hide
 //! the next one's growth (set `TOLLGATE_BENCH_NO_BYTES=1` to skip that,
@@ -21,7 +23,7 @@ use criterion::{BenchmarkId, Criterion, Throughput};
 use governor::{Quota, RateLimiter};
 use tollgate::store::Store;
 use tollgate::store::memory::MemoryStore;
-use tollgate::{Algorithm, ManualClock, Policy};
+use tollgate::{Algorithm, DirectLimiter, ManualClock, Policy};
 
 const MANY: usize = 1_000_000;
 const MEMORY_PROBE: &str = "TOLLGATE_BENCH_BYTES_PER_KEY";
@@ -116,6 +118,39 @@ fn bench_tollgate(c: &mut Criterion) {
         }
         group.finish();
     }
+
+    // One key without a map: the DirectLimiter, beside governor's direct
+    // limiter (the rate algorithms; concurrency takes leases). As governor's
+    // `check` answers only "ok or not", the caller here reads `allowed`
+    // (so the compiler may skip the fields nobody reads); `full` keeps the
+    // whole decision.
+    let mut group = c.benchmark_group("tollgate/direct");
+    group.throughput(Throughput::Elements(1));
+    for (name, policy) in policies() {
+        if matches!(policy.algorithm(), Algorithm::Concurrency(_)) {
+            continue;
+        }
+        let limiter = DirectLimiter::new(policy);
+        for threads in [1, 2] {
+            group.bench_function(BenchmarkId::new(name, threads), |b| {
+                b.iter_custom(|iters| {
+                    spread(iters, threads, |_| {
+                        black_box(limiter.check(1).is_ok_and(|d| d.allowed));
+                    })
+                })
+            });
+        }
+        if matches!(name, "gcra" | "token_bucket") {
+            group.bench_function(BenchmarkId::new(format!("{name}_full"), 1), |b| {
+                b.iter_custom(|iters| {
+                    spread(iters, 1, |_| {
+                        black_box(limiter.check(1).unwrap());
+                    })
+                })
+            });
+        }
+    }
+    group.finish();
 
     // The other path: every request denied.
     let mut group = c.benchmark_group("tollgate/denied");

@@ -3,6 +3,7 @@
 pub mod algorithm;
 mod clock;
 mod decision;
+mod direct;
 mod duration;
 mod error;
 mod key;
@@ -13,6 +14,7 @@ pub mod store;
 pub use algorithm::{Algorithm, LeaseId};
 pub use clock::{Clock, ManualClock, MonotonicClock, SystemClock};
 pub use decision::{Decision, Source};
+pub use direct::DirectLimiter;
 pub use duration::{format_duration, parse_duration};
 pub use error::{Error, Result, StoreErrorKind};
 pub use key::{MAX_KEY_LEN, validate_key};

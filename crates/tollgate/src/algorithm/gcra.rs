@@ -57,7 +57,7 @@ impl Gcra {
 
     /// Admits a request that would wait at most `max_wait` µs, pushing the
     /// TAT further into the future; the decision's `delay` is the wait.
-    #[inline]
+    #[inline(always)]
     pub fn reserve(&self, state: &mut GcraState, now: u64, cost: u64, max_wait: u64) -> Decision {
         match self.reserve_near(state, now, cost, max_wait) {
             Some(decision) => decision,
@@ -71,7 +71,7 @@ impl Gcra {
     /// is. `None` (and `state` untouched) when a value would overflow: a
     /// TAT far ahead of `now` after the clock stepped back, or a cost above
     /// the burst from a direct caller.
-    #[inline]
+    #[inline(always)]
     fn reserve_near(
         &self,
         state: &mut GcraState,
@@ -92,10 +92,14 @@ impl Gcra {
         };
         let need = cost.checked_mul(self.rate.units_per_token)?;
         let total = debt.checked_add(need)?;
-        let wait = self
-            .div
-            .per_micro
-            .div_ceil(total.saturating_sub(self.capacity));
+        // The wait for the request to fit: none, without a division, when
+        // it fits now (the common case).
+        let over = total.saturating_sub(self.capacity);
+        let wait = if over == 0 {
+            0
+        } else {
+            self.div.per_micro.div_ceil(over)
+        };
         let allowed = wait <= max_wait;
         let debt_after = if allowed { total } else { debt };
         if allowed && cost > 0 {

@@ -123,6 +123,7 @@ impl Algorithm {
     /// updating `state`. A state of another algorithm is replaced by a fresh
     /// one first. `max_wait` is the reservation window (0 for a plain check);
     /// only token buckets and GCRA honour it. Concurrency policies peek.
+    #[inline]
     pub fn decide(&self, state: &mut State, now: u64, cost: u64, max_wait: u64) -> Decision {
         if !self.owns(state) {
             *state = self.fresh_state();

@@ -1,0 +1,301 @@
+//! A limiter for one key: the memory store's decisions without the map.
+//!
+//! When a process limits one thing as a whole (its calls to a partner API,
+//! the rate of a background job) there is no key to look up: the state
+//! sits next to the policy, and a decision is a clock read and the
+//! algorithm's arithmetic. Decisions are exactly those of
+//! [`MemoryStore`](crate::MemoryStore) for a single key.
+//!
+//! A GCRA policy keeps its single number, the theoretical arrival time, in
+//! one atomic word updated by compare-and-swap, so no caller ever waits for
+//! a lock; every other algorithm, and a rate too fine for that word, keeps
+//! its state behind a mutex. Both follow the memory store's rule for a
+//! state whose reset time has passed: it is a fresh one (which matters to
+//! a late request, one whose time is behind the stored state's).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use crate::algorithm::{Algorithm, ConcurrencyState, Gcra, GcraState, LeaseId, State};
+use crate::clock::{Clock, MonotonicClock};
+use crate::store::Lease;
+use crate::{Decision, Error, Policy, Result};
+
+/// One policy's limit for a single key, in this process.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{DirectLimiter, ManualClock, Policy};
+///
+/// let clock = ManualClock::new(0);
+/// let partner = Policy::gcra("partner-api", 10, Duration::from_secs(1), 2)?;
+/// let limiter = DirectLimiter::with_clock(partner, clock.clone());
+/// assert!(limiter.check(1)?.allowed);
+/// assert!(limiter.check(1)?.allowed);
+/// let denied = limiter.check(1)?;
+/// assert!(!denied.allowed);
+/// assert_eq!(denied.retry_after, Duration::from_millis(100));
+/// clock.advance(Duration::from_millis(100));
+/// assert!(limiter.check(1)?.allowed);
+/// # Ok::<(), tollgate::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct DirectLimiter<C: Clock = MonotonicClock> {
+    policy: Policy,
+    clock: C,
+    cell: Cell,
+}
+
+/// Where the state lives.
+#[derive(Debug)]
+enum Cell {
+    /// GCRA's TAT, packed (see [`Packed`]).
+    Atomic(Packed),
+    /// Any algorithm's state behind a lock.
+    Locked(Mutex<Slot>),
+}
+
+/// A state and when it becomes fresh again, as a memory store entry.
+#[derive(Debug)]
+struct Slot {
+    state: State,
+    /// µs; at or before now, the state is a fresh one.
+    expires_at: u64,
+}
+
+/// GCRA's theoretical arrival time in one `u64`: whole µs since the Unix
+/// epoch in the high 52 bits (until the year 2112), the fraction of a µs
+/// (below `units_per_micro`, at most 2^12) in the low 12; 0 is fresh.
+#[derive(Debug)]
+struct Packed {
+    gcra: Gcra,
+    tat: AtomicU64,
+}
+
+/// Bits of [`Packed`] for the fraction of a µs.
+const FRAC_BITS: u32 = 12;
+
+impl Packed {
+    /// The packed form of a GCRA policy whose rate's fraction of a µs fits
+    /// in [`FRAC_BITS`]. (A token bucket decides as GCRA only while time
+    /// moves forward: a request that reads the clock before another but
+    /// decides after it is a late request, which the bucket takes at its
+    /// stored time; so it keeps its own state, behind the lock.)
+    fn new(algorithm: &Algorithm) -> Option<Packed> {
+        let Algorithm::Gcra(gcra) = algorithm else {
+            return None;
+        };
+        if gcra.rate().units_per_micro > 1 << FRAC_BITS {
+            return None;
+        }
+        Some(Packed {
+            gcra: *gcra,
+            tat: AtomicU64::new(0),
+        })
+    }
+
+    #[inline(always)]
+    fn decide(&self, now: u64, cost: u64, max_wait: u64) -> Result<Decision> {
+        let mut current = self.tat.load(Ordering::Acquire);
+        loop {
+            let mut state = GcraState {
+                micros: current >> FRAC_BITS,
+                frac: current & ((1 << FRAC_BITS) - 1),
+            };
+            let decision = self.gcra.reserve(&mut state, now, cost, max_wait);
+            // The memory store's rule needs only this: a TAT at or before
+            // now decides as a fresh one (0) would, and once a decision
+            // says so (nothing to reset) the state becomes the fresh one,
+            // as the store drops the entry.
+            let next = if decision.reset_after.is_zero() {
+                0
+            } else if state.micros < 1 << (64 - FRAC_BITS) {
+                state.micros << FRAC_BITS | state.frac
+            } else {
+                return Err(Error::argument(
+                    "now",
+                    "a direct GCRA limiter keeps time until the year 2112",
+                ));
+            };
+            if next == current {
+                // A denial, or a peek: nothing to write.
+                return Ok(decision);
+            }
+            match self
+                .tat
+                .compare_exchange_weak(current, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return Ok(decision),
+                Err(seen) => current = seen,
+            }
+        }
+    }
+}
+
+impl DirectLimiter {
+    /// A limiter for `policy` on the monotonic clock.
+    pub fn new(policy: Policy) -> DirectLimiter {
+        DirectLimiter::with_clock(policy, MonotonicClock::new())
+    }
+}
+
+impl<C: Clock> DirectLimiter<C> {
+    /// A limiter for `policy` reading time from `clock`.
+    pub fn with_clock(policy: Policy, clock: C) -> DirectLimiter<C> {
+        let cell = match Packed::new(policy.algorithm()) {
+            Some(packed) => Cell::Atomic(packed),
+            None => Cell::Locked(Mutex::new(Slot {
+                state: policy.algorithm().fresh_state(),
+                expires_at: 0,
+            })),
+        };
+        DirectLimiter {
+            policy,
+            clock,
+            cell,
+        }
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// Decides a request of `cost` now (0 peeks without consuming). Errors
+    /// when `cost` exceeds the policy's limit, and for a concurrency policy
+    /// (which takes leases instead).
+    #[inline(always)]
+    pub fn check(&self, cost: u64) -> Result<Decision> {
+        if matches!(self.policy.algorithm(), Algorithm::Concurrency(_)) {
+            return Err(self.unsupported("check"));
+        }
+        self.policy.validate_cost(cost)?;
+        self.decide(cost, 0)
+    }
+
+    /// Admits a request that would wait at most `max_wait`, consuming
+    /// future capacity; the decision's `delay` is the wait (token bucket
+    /// and GCRA only). A request that would wait longer is denied and
+    /// consumes nothing.
+    pub fn reserve(&self, cost: u64, max_wait: Duration) -> Result<Decision> {
+        let max_wait = self.policy.validate_reservation(cost, max_wait)?;
+        self.decide(cost, max_wait)
+    }
+
+    /// Reserves with a wait of at most `timeout`, then sleeps the wait
+    /// (Guava's `tryAcquire`); a denial consumed nothing and slept not.
+    pub async fn acquire(&self, cost: u64, timeout: Duration) -> Result<Decision> {
+        let decision = self.reserve(cost, timeout)?;
+        if decision.allowed && !decision.delay.is_zero() {
+            tokio::time::sleep(decision.delay).await;
+        }
+        Ok(decision)
+    }
+
+    /// Takes a lease (concurrency policies only).
+    pub fn acquire_lease(&self) -> Result<Lease> {
+        let Algorithm::Concurrency(c) = self.policy.algorithm() else {
+            return Err(self.unsupported("acquire_lease"));
+        };
+        let id = LeaseId::random();
+        let (decision, ()) = self.with_leases(|s, now| (c.acquire(s, now, id), ()));
+        Ok(Lease {
+            decision,
+            id: decision.allowed.then_some(id),
+        })
+    }
+
+    /// Gives a lease back; `false` when it was not held (released before,
+    /// or expired). Idempotent.
+    pub fn release_lease(&self, lease: LeaseId) -> Result<bool> {
+        let Algorithm::Concurrency(c) = self.policy.algorithm() else {
+            return Err(self.unsupported("release_lease"));
+        };
+        let (_, held) = self.with_leases(|s, now| {
+            let held = c.release(s, now, lease);
+            (c.peek(s, now), held)
+        });
+        Ok(held)
+    }
+
+    /// Forgets all state: the limiter is fresh again.
+    pub fn reset(&self) {
+        match &self.cell {
+            Cell::Atomic(packed) => packed.tat.store(0, Ordering::Release),
+            Cell::Locked(slot) => slot.lock().expires_at = 0,
+        }
+    }
+
+    #[inline(always)]
+    fn decide(&self, cost: u64, max_wait: u64) -> Result<Decision> {
+        let now = self.clock.now_micros();
+        match &self.cell {
+            Cell::Atomic(packed) => packed.decide(now, cost, max_wait),
+            Cell::Locked(slot) => Ok(self
+                .locked(slot, now, |state| {
+                    let algorithm = self.policy.algorithm();
+                    (algorithm.decide(state, now, cost, max_wait), ())
+                })
+                .0),
+        }
+    }
+
+    /// Runs `f` on the locked state as the memory store runs an operation
+    /// on an entry: a state past its expiry is fresh first, and the
+    /// decision's `reset_after` sets the next expiry.
+    fn locked<R>(
+        &self,
+        slot: &Mutex<Slot>,
+        now: u64,
+        f: impl FnOnce(&mut State) -> (Decision, R),
+    ) -> (Decision, R) {
+        let mut slot = slot.lock();
+        if slot.expires_at <= now {
+            slot.state = self.policy.algorithm().fresh_state();
+        }
+        let (decision, result) = f(&mut slot.state);
+        let reset = u64::try_from(decision.reset_after.as_micros()).unwrap_or(u64::MAX);
+        slot.expires_at = if reset == 0 {
+            0
+        } else {
+            now.saturating_add(reset)
+        };
+        (decision, result)
+    }
+
+    /// Runs `f` on the lease table, which a concurrency limiter holds
+    /// behind its lock (a fresh table should it hold anything else).
+    fn with_leases<R>(
+        &self,
+        f: impl FnOnce(&mut ConcurrencyState, u64) -> (Decision, R),
+    ) -> (Decision, R) {
+        let now = self.clock.now_micros();
+        let Cell::Locked(slot) = &self.cell else {
+            // Only GCRA is packed, and it takes no leases.
+            return f(&mut ConcurrencyState::default(), now);
+        };
+        self.locked(slot, now, |state| match state {
+            State::Concurrency(leases) => f(leases, now),
+            other => {
+                let mut leases = ConcurrencyState::default();
+                let result = f(&mut leases, now);
+                *other = State::Concurrency(leases);
+                result
+            }
+        })
+    }
+
+    fn unsupported(&self, operation: &'static str) -> Error {
+        Error::Unsupported {
+            operation,
+            algorithm: self.policy.algorithm().name(),
+        }
+    }
+}
