@@ -8,6 +8,7 @@ use crate::algorithm::{
     Algorithm, Concurrency, FixedWindow, Gcra, LeakyBucket, MAX_SCALED, SlidingLog, SlidingWindow,
     TokenBucket,
 };
+use crate::store::composite::InlineName;
 use crate::{Error, Result};
 
 /// The longest policy name, in bytes.
@@ -34,6 +35,9 @@ pub const MAX_POLICY_NAME_LEN: usize = 64;
 pub struct Policy {
     name: Arc<str>,
     algorithm: Algorithm,
+    /// The name's part of the memory store's short keys, made once here
+    /// rather than on every check.
+    inline_name: InlineName,
 }
 
 impl Policy {
@@ -43,6 +47,7 @@ impl Policy {
         Ok(Policy {
             name: name.into(),
             algorithm,
+            inline_name: InlineName::new(name.as_bytes()),
         })
     }
 
@@ -97,8 +102,15 @@ impl Policy {
     }
 
     /// The policy's name.
+    #[inline]
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The name's part of an inline memory store key.
+    #[inline]
+    pub(crate) fn inline_name(&self) -> &InlineName {
+        &self.inline_name
     }
 
     /// The algorithm and its parameters.

@@ -13,7 +13,7 @@ use std::time::Duration;
 use crate::algorithm::LeaseId;
 use crate::{Decision, Error, Policy, Result};
 
-mod composite;
+pub(crate) mod composite;
 pub mod memory;
 #[cfg(feature = "redis")]
 pub mod redis;
