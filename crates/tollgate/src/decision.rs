@@ -79,3 +79,32 @@ impl Decision {
         self
     }
 }
+
+/// A decision as the algorithms make it, times in whole microseconds: the
+/// memory store takes a key's expiry from `reset_after` as it is and makes
+/// the [`Decision`] (three `Duration`s) once, as a call returns, instead of
+/// moving the larger value through every frame and converting back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Verdict {
+    pub(crate) allowed: bool,
+    pub(crate) limit: u64,
+    pub(crate) remaining: u64,
+    pub(crate) reset_after: u64,
+    pub(crate) retry_after: u64,
+    pub(crate) delay: u64,
+}
+
+impl Verdict {
+    /// The decision, from the store of record.
+    #[inline]
+    pub(crate) fn decision(self) -> Decision {
+        Decision::from_micros(
+            self.allowed,
+            self.limit,
+            self.remaining,
+            self.reset_after,
+            self.retry_after,
+            self.delay,
+        )
+    }
+}

@@ -139,6 +139,7 @@ impl Policy {
 
     /// Checks a request's cost: more than the policy can ever admit is
     /// [`Error::CostExceedsLimit`]. Concurrency policies only take leases.
+    #[inline]
     pub fn validate_cost(&self, cost: u64) -> Result<()> {
         let (limit, what) = self.algorithm.limit();
         if cost > limit {

@@ -5,6 +5,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use super::params::{MAX_LOG_ENTRIES, period, positive};
+use crate::decision::Verdict;
 use crate::{Decision, Result};
 
 /// At most `limit` leases held at once; a lease not released within `lease`
@@ -76,6 +77,16 @@ impl Concurrency {
 
     /// Takes a lease named `id` at `now` if one is free.
     pub fn acquire(&self, state: &mut ConcurrencyState, now: u64, id: LeaseId) -> Decision {
+        self.acquire_micros(state, now, id).decision()
+    }
+
+    /// [`acquire`](Self::acquire), times in whole microseconds.
+    pub(crate) fn acquire_micros(
+        &self,
+        state: &mut ConcurrencyState,
+        now: u64,
+        id: LeaseId,
+    ) -> Verdict {
         state.leases.retain(|&(_, expires)| expires > now);
         let allowed = (state.leases.len() as u64) < self.limit;
         if allowed {
@@ -88,18 +99,23 @@ impl Concurrency {
         } else {
             expiries.min().unwrap_or(now)
         };
-        Decision::from_micros(
+        Verdict {
             allowed,
-            self.limit,
-            self.limit - state.leases.len() as u64,
-            reset_at - now,
-            retry_at - now,
-            0,
-        )
+            limit: self.limit,
+            remaining: self.limit - state.leases.len() as u64,
+            reset_after: reset_at - now,
+            retry_after: retry_at - now,
+            delay: 0,
+        }
     }
 
     /// The holders at `now`, without taking a lease.
     pub fn peek(&self, state: &mut ConcurrencyState, now: u64) -> Decision {
+        self.peek_micros(state, now).decision()
+    }
+
+    /// [`peek`](Self::peek), times in whole microseconds.
+    pub(crate) fn peek_micros(&self, state: &mut ConcurrencyState, now: u64) -> Verdict {
         state.leases.retain(|&(_, expires)| expires > now);
         let expiries = state.leases.iter().map(|&(_, e)| e);
         let reset_at = expiries.clone().max().unwrap_or(now);
@@ -109,14 +125,14 @@ impl Concurrency {
         } else {
             expiries.min().unwrap_or(now)
         };
-        Decision::from_micros(
+        Verdict {
             allowed,
-            self.limit,
-            self.limit - state.leases.len() as u64,
-            reset_at - now,
-            retry_at - now,
-            0,
-        )
+            limit: self.limit,
+            remaining: self.limit - state.leases.len() as u64,
+            reset_after: reset_at - now,
+            retry_after: retry_at - now,
+            delay: 0,
+        }
     }
 
     /// Gives back lease `id`; returns whether it was held. Idempotent.

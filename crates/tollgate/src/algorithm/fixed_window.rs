@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::params::{Divisor, MAX_EXACT, period, positive};
+use crate::decision::Verdict;
 use crate::{Decision, Result};
 
 /// At most `limit` per window `[k·window, (k+1)·window)`.
@@ -58,8 +59,18 @@ impl FixedWindow {
 
     /// Decides a request of `cost` (≤ limit) at `now` (µs since the epoch),
     /// updating `state` when the request is admitted.
-    #[inline]
     pub fn decide(&self, state: &mut FixedWindowState, now: u64, cost: u64) -> Decision {
+        self.decide_micros(state, now, cost).decision()
+    }
+
+    /// [`decide`](Self::decide), times in whole microseconds.
+    #[inline]
+    pub(crate) fn decide_micros(
+        &self,
+        state: &mut FixedWindowState,
+        now: u64,
+        cost: u64,
+    ) -> Verdict {
         let current = self.per_window.div(now);
         // A stored window ahead of `now` (a late request) stays current: time
         // never moves backwards.
@@ -74,13 +85,13 @@ impl FixedWindow {
         if allowed {
             state.count += cost;
         }
-        Decision::from_micros(
+        Verdict {
             allowed,
-            self.limit,
-            self.limit - state.count,
-            if state.count == 0 { 0 } else { until_end },
-            if allowed { 0 } else { until_end },
-            0,
-        )
+            limit: self.limit,
+            remaining: self.limit - state.count,
+            reset_after: if state.count == 0 { 0 } else { until_end },
+            retry_after: if allowed { 0 } else { until_end },
+            delay: 0,
+        }
     }
 }

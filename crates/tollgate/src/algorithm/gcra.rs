@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::params::{Rate, RateDivisors};
+use crate::decision::Verdict;
 use crate::{Decision, Result};
 
 /// The generic cell rate algorithm with emission interval `per / rate` and a
@@ -59,8 +60,20 @@ impl Gcra {
     /// TAT further into the future; the decision's `delay` is the wait.
     #[inline(always)]
     pub fn reserve(&self, state: &mut GcraState, now: u64, cost: u64, max_wait: u64) -> Decision {
+        self.reserve_micros(state, now, cost, max_wait).decision()
+    }
+
+    /// [`reserve`](Self::reserve), times in whole microseconds.
+    #[inline(always)]
+    pub(crate) fn reserve_micros(
+        &self,
+        state: &mut GcraState,
+        now: u64,
+        cost: u64,
+        max_wait: u64,
+    ) -> Verdict {
         match self.reserve_near(state, now, cost, max_wait) {
-            Some(decision) => decision,
+            Some(verdict) => verdict,
             None => self.reserve_wide(state, now, cost, max_wait),
         }
     }
@@ -78,7 +91,7 @@ impl Gcra {
         now: u64,
         cost: u64,
         max_wait: u64,
-    ) -> Option<Decision> {
+    ) -> Option<Verdict> {
         let drip = self.rate.units_per_micro;
         // (micros·drip + frac) − now·drip, floored at 0.
         let debt = if state.micros >= now {
@@ -110,20 +123,21 @@ impl Gcra {
                 frac,
             };
         }
-        Some(Decision::from_micros(
+        Some(Verdict {
             allowed,
-            self.burst,
-            self.div
+            limit: self.burst,
+            remaining: self
+                .div
                 .per_token
                 .div(self.capacity.saturating_sub(debt_after)),
-            self.div.per_micro.div_ceil(debt_after),
-            if allowed { 0 } else { wait - max_wait },
-            if allowed { wait } else { 0 },
-        ))
+            reset_after: self.div.per_micro.div_ceil(debt_after),
+            retry_after: if allowed { 0 } else { wait - max_wait },
+            delay: if allowed { wait } else { 0 },
+        })
     }
 
     /// [`reserve`](Gcra::reserve) on absolute times in 128-bit arithmetic.
-    fn reserve_wide(&self, state: &mut GcraState, now: u64, cost: u64, max_wait: u64) -> Decision {
+    fn reserve_wide(&self, state: &mut GcraState, now: u64, cost: u64, max_wait: u64) -> Verdict {
         let drip = self.rate.units_per_micro as u128;
         let tat = state.micros as u128 * drip + state.frac as u128;
         let now_units = now as u128 * drip;
@@ -145,17 +159,18 @@ impl Gcra {
         } else {
             debt
         };
-        Decision::from_micros(
+        Verdict {
             allowed,
-            self.burst,
-            self.div
+            limit: self.burst,
+            remaining: self
+                .div
                 .per_token
                 .div_rem_wide(cap.saturating_sub(debt_after))
                 .0 as u64,
-            self.div.micros_for(debt_after),
-            if allowed { 0 } else { wait - max_wait },
-            if allowed { wait } else { 0 },
-        )
+            reset_after: self.div.micros_for(debt_after),
+            retry_after: if allowed { 0 } else { wait - max_wait },
+            delay: if allowed { wait } else { 0 },
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::params::{Rate, RateDivisors};
+use crate::decision::Verdict;
 use crate::{Decision, Result};
 
 /// A queue of at most `capacity` requests drained at `rate` per `per`.
@@ -52,6 +53,17 @@ impl LeakyBucket {
 
     /// Decides a request of `cost` (≤ capacity) at `now`, updating `state`.
     pub fn decide(&self, state: &mut LeakyBucketState, now: u64, cost: u64) -> Decision {
+        self.decide_micros(state, now, cost).decision()
+    }
+
+    /// [`decide`](Self::decide), times in whole microseconds.
+    #[inline]
+    pub(crate) fn decide_micros(
+        &self,
+        state: &mut LeakyBucketState,
+        now: u64,
+        cost: u64,
+    ) -> Verdict {
         let drip = self.rate.units_per_micro as u128;
         let finish = state.micros as u128 * drip + state.frac as u128;
         let now_units = now as u128 * drip;
@@ -72,26 +84,27 @@ impl LeakyBucket {
         } else {
             backlog
         };
-        Decision::from_micros(
+        Verdict {
             allowed,
-            self.capacity,
+            limit: self.capacity,
             // A late request (client time behind the stored finish) can see
             // more backlog than the capacity: nothing remains then.
-            self.div
+            remaining: self
+                .div
                 .per_token
                 .div_rem_wide(cap.saturating_sub(backlog_after))
                 .0 as u64,
-            self.div.micros_for(backlog_after),
-            if allowed {
+            reset_after: self.div.micros_for(backlog_after),
+            retry_after: if allowed {
                 0
             } else {
                 self.div.micros_for(backlog + need - cap)
             },
-            if allowed {
+            delay: if allowed {
                 self.div.micros_for(backlog)
             } else {
                 0
             },
-        )
+        }
     }
 }

@@ -29,6 +29,7 @@ pub use token_bucket::{TokenBucket, TokenBucketState};
 pub(crate) use params::MAX_SCALED;
 
 use crate::Decision;
+use crate::decision::Verdict;
 
 /// An algorithm with its validated parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -87,6 +88,7 @@ impl Algorithm {
 
     /// The largest cost a request can ever have: `limit`, `burst` or
     /// `capacity`, with its name.
+    #[inline]
     pub fn limit(&self) -> (u64, &'static str) {
         match self {
             Algorithm::FixedWindow(a) => (a.limit(), "limit"),
@@ -115,6 +117,7 @@ impl Algorithm {
     /// Whether `state` belongs to this algorithm (a policy renamed onto
     /// another algorithm finds old state of the wrong kind, which counts as
     /// fresh).
+    #[inline]
     pub fn owns(&self, state: &State) -> bool {
         std::mem::discriminant(&self.fresh_state()) == std::mem::discriminant(state)
     }
@@ -125,17 +128,31 @@ impl Algorithm {
     /// only token buckets and GCRA honour it. Concurrency policies peek.
     #[inline]
     pub fn decide(&self, state: &mut State, now: u64, cost: u64, max_wait: u64) -> Decision {
+        self.decide_micros(state, now, cost, max_wait).decision()
+    }
+
+    /// [`decide`](Self::decide), times in whole microseconds.
+    #[inline]
+    pub(crate) fn decide_micros(
+        &self,
+        state: &mut State,
+        now: u64,
+        cost: u64,
+        max_wait: u64,
+    ) -> Verdict {
         if !self.owns(state) {
             *state = self.fresh_state();
         }
         match (self, state) {
-            (Algorithm::FixedWindow(a), State::FixedWindow(s)) => a.decide(s, now, cost),
-            (Algorithm::SlidingWindow(a), State::SlidingWindow(s)) => a.decide(s, now, cost),
-            (Algorithm::SlidingLog(a), State::SlidingLog(s)) => a.decide(s, now, cost),
-            (Algorithm::TokenBucket(a), State::TokenBucket(s)) => a.reserve(s, now, cost, max_wait),
-            (Algorithm::Gcra(a), State::Gcra(s)) => a.reserve(s, now, cost, max_wait),
-            (Algorithm::LeakyBucket(a), State::LeakyBucket(s)) => a.decide(s, now, cost),
-            (Algorithm::Concurrency(a), State::Concurrency(s)) => a.peek(s, now),
+            (Algorithm::FixedWindow(a), State::FixedWindow(s)) => a.decide_micros(s, now, cost),
+            (Algorithm::SlidingWindow(a), State::SlidingWindow(s)) => a.decide_micros(s, now, cost),
+            (Algorithm::SlidingLog(a), State::SlidingLog(s)) => a.decide_micros(s, now, cost),
+            (Algorithm::TokenBucket(a), State::TokenBucket(s)) => {
+                a.reserve_micros(s, now, cost, max_wait)
+            }
+            (Algorithm::Gcra(a), State::Gcra(s)) => a.reserve_micros(s, now, cost, max_wait),
+            (Algorithm::LeakyBucket(a), State::LeakyBucket(s)) => a.decide_micros(s, now, cost),
+            (Algorithm::Concurrency(a), State::Concurrency(s)) => a.peek_micros(s, now),
             _ => unreachable!("the state was made to match the algorithm above"),
         }
     }

@@ -4,6 +4,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use super::params::{MAX_LOG_ENTRIES, period, positive};
+use crate::decision::Verdict;
 use crate::{Decision, Result};
 
 /// At most `limit` in every interval of one `window`: an entry recorded at
@@ -47,6 +48,17 @@ impl SlidingLog {
     /// Decides a request of `cost` (≤ limit) at `now`, updating `state`
     /// (entries that aged out are dropped whatever the answer).
     pub fn decide(&self, state: &mut SlidingLogState, now: u64, cost: u64) -> Decision {
+        self.decide_micros(state, now, cost).decision()
+    }
+
+    /// [`decide`](Self::decide), times in whole microseconds.
+    #[inline]
+    pub(crate) fn decide_micros(
+        &self,
+        state: &mut SlidingLogState,
+        now: u64,
+        cost: u64,
+    ) -> Verdict {
         let w = self.window;
         let entries = &mut state.entries;
         // A late request is taken at the newest entry's time: the log stays
@@ -79,13 +91,13 @@ impl SlidingLog {
         }
         let used_after = if allowed { used + cost } else { used };
         let reset_at = entries.back().map_or(now, |&(s, _)| s + w);
-        Decision::from_micros(
+        Verdict {
             allowed,
-            self.limit,
-            self.limit - used_after,
-            reset_at.saturating_sub(now),
-            retry_at.saturating_sub(now),
-            0,
-        )
+            limit: self.limit,
+            remaining: self.limit - used_after,
+            reset_after: reset_at.saturating_sub(now),
+            retry_after: retry_at.saturating_sub(now),
+            delay: 0,
+        }
     }
 }

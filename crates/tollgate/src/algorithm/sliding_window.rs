@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::params::{Divisor, MAX_EXACT, period, positive};
+use crate::decision::Verdict;
 use crate::{Decision, Error, Result};
 
 /// At most `limit` in the estimated last `window`, where the estimate weighs
@@ -61,6 +62,17 @@ impl SlidingWindow {
 
     /// Decides a request of `cost` (≤ limit) at `now`, updating `state`.
     pub fn decide(&self, state: &mut SlidingWindowState, now: u64, cost: u64) -> Decision {
+        self.decide_micros(state, now, cost).decision()
+    }
+
+    /// [`decide`](Self::decide), times in whole microseconds.
+    #[inline]
+    pub(crate) fn decide_micros(
+        &self,
+        state: &mut SlidingWindowState,
+        now: u64,
+        cost: u64,
+    ) -> Verdict {
         let (w, l) = (self.window, self.limit);
         let current = self.per_window.div(now);
         if state.window + 1 == current {
@@ -106,13 +118,13 @@ impl SlidingWindow {
         } else {
             now
         };
-        Decision::from_micros(
+        Verdict {
             allowed,
-            l,
+            limit: l,
             remaining,
-            reset_at.saturating_sub(now),
-            retry_at.saturating_sub(now),
-            0,
-        )
+            reset_after: reset_at.saturating_sub(now),
+            retry_after: retry_at.saturating_sub(now),
+            delay: 0,
+        }
     }
 }

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::params::{Rate, RateDivisors};
+use crate::decision::Verdict;
 use crate::{Decision, Result};
 
 /// A bucket that starts full with `burst` tokens and refills continuously at
@@ -88,7 +89,6 @@ impl TokenBucket {
 
     /// Admits a request that would have to wait at most `max_wait` µs,
     /// borrowing from future refills; the decision's `delay` is the wait.
-    #[inline]
     pub fn reserve(
         &self,
         state: &mut TokenBucketState,
@@ -96,6 +96,18 @@ impl TokenBucket {
         cost: u64,
         max_wait: u64,
     ) -> Decision {
+        self.reserve_micros(state, now, cost, max_wait).decision()
+    }
+
+    /// [`reserve`](Self::reserve), times in whole microseconds.
+    #[inline]
+    pub(crate) fn reserve_micros(
+        &self,
+        state: &mut TokenBucketState,
+        now: u64,
+        cost: u64,
+        max_wait: u64,
+    ) -> Verdict {
         self.refill(state, now);
         let need = cost * self.rate.units_per_token;
         let wait = self
@@ -106,15 +118,16 @@ impl TokenBucket {
         if allowed {
             state.deficit += need;
         }
-        Decision::from_micros(
+        Verdict {
             allowed,
-            self.burst,
-            self.div
+            limit: self.burst,
+            remaining: self
+                .div
                 .per_token
                 .div(self.capacity.saturating_sub(state.deficit)),
-            self.div.per_micro.div_ceil(state.deficit),
-            if allowed { 0 } else { wait - max_wait },
-            if allowed { wait } else { 0 },
-        )
+            reset_after: self.div.per_micro.div_ceil(state.deficit),
+            retry_after: if allowed { 0 } else { wait - max_wait },
+            delay: if allowed { wait } else { 0 },
+        }
     }
 }

@@ -12,6 +12,7 @@ use super::composite::{KeyRef, StoredKey};
 use super::{BoxFuture, Lease, Request, Store};
 use crate::algorithm::{Algorithm, LeaseId, State};
 use crate::clock::{Clock, MonotonicClock};
+use crate::decision::Verdict;
 use crate::{Decision, Error, Policy, Result, validate_key};
 
 /// Number of independently locked shards (a power of two).
@@ -202,11 +203,15 @@ impl<C: Clock> MemoryStore<C> {
 
     /// Decides a request now, without an executor: the memory store never
     /// waits, so this is what [`Store::check`] does.
+    #[inline]
     pub fn check_sync(&self, policy: &Policy, key: &[u8], cost: u64) -> Result<Decision> {
         validate_key(key)?;
         self.require_not_concurrency(policy, "check")?;
         policy.validate_cost(cost)?;
-        Ok(self.apply(policy, key, Op::Check { cost, max_wait: 0 }).0)
+        Ok(self
+            .apply(policy, key, Op::Check { cost, max_wait: 0 })
+            .0
+            .decision())
     }
 
     /// [`Store::reserve`] without an executor.
@@ -219,7 +224,10 @@ impl<C: Clock> MemoryStore<C> {
     ) -> Result<Decision> {
         validate_key(key)?;
         let max_wait = policy.validate_reservation(cost, max_wait)?;
-        Ok(self.apply(policy, key, Op::Check { cost, max_wait }).0)
+        Ok(self
+            .apply(policy, key, Op::Check { cost, max_wait })
+            .0
+            .decision())
     }
 
     /// [`Store::acquire_lease`] without an executor.
@@ -227,10 +235,10 @@ impl<C: Clock> MemoryStore<C> {
         validate_key(key)?;
         require_concurrency(policy, "acquire_lease")?;
         let id = LeaseId::random();
-        let (decision, _) = self.apply(policy, key, Op::Acquire(id));
+        let (verdict, _) = self.apply(policy, key, Op::Acquire(id));
         Ok(Lease {
-            decision,
-            id: decision.allowed.then_some(id),
+            decision: verdict.decision(),
+            id: verdict.allowed.then_some(id),
         })
     }
 
@@ -261,6 +269,7 @@ impl<C: Clock> MemoryStore<C> {
                         },
                     )
                     .0
+                    .decision()
                 })
                 .collect());
         }
@@ -294,26 +303,25 @@ impl<C: Clock> MemoryStore<C> {
                     .map_or_else(|| r.policy.algorithm().fresh_state(), |e| e.state.clone())
             })
             .collect();
-        let decisions: Vec<Decision> = requests
+        let verdicts: Vec<Verdict> = requests
             .iter()
             .zip(&mut states)
-            .map(|(r, state)| r.policy.algorithm().decide(state, now, r.cost, 0))
+            .map(|(r, state)| r.policy.algorithm().decide_micros(state, now, r.cost, 0))
             .collect();
-        if decisions.iter().all(|d| d.allowed) {
-            for (((key, &hash), state), d) in keys.iter().zip(&hashes).zip(states).zip(&decisions) {
-                let reset = micros(d.reset_after);
+        if verdicts.iter().all(|v| v.allowed) {
+            for (((key, &hash), state), v) in keys.iter().zip(&hashes).zip(states).zip(&verdicts) {
                 let map = locked(&mut guards, shard_of(hash));
-                self.store_entry(map, hash, *key, state, now, reset);
+                self.store_entry(map, hash, *key, state, now, v.reset_after);
             }
-            return Ok(decisions);
+            return Ok(verdicts.into_iter().map(Verdict::decision).collect());
         }
         // Denied as a whole: nothing consumed. Report each key as a peek,
         // denied, with the retry of those that were over their own limit.
         drop(guards);
         Ok(requests
             .iter()
-            .zip(decisions)
-            .map(|(r, d)| {
+            .zip(verdicts)
+            .map(|(r, v)| {
                 let peek = self
                     .apply(
                         r.policy,
@@ -324,12 +332,13 @@ impl<C: Clock> MemoryStore<C> {
                         },
                     )
                     .0;
-                Decision {
+                Verdict {
                     allowed: false,
-                    retry_after: d.retry_after,
-                    delay: Duration::ZERO,
+                    retry_after: v.retry_after,
+                    delay: 0,
                     ..peek
                 }
+                .decision()
             })
             .collect())
     }
@@ -402,8 +411,10 @@ impl<C: Clock> MemoryStore<C> {
     }
 
     /// Runs `op` on the key's state under its shard's lock. Returns the
-    /// decision and, for a release, whether the lease was held.
-    fn apply(&self, policy: &Policy, key: &[u8], op: Op) -> (Decision, bool) {
+    /// verdict and, for a release, whether the lease was held (a verdict,
+    /// not a `Decision`: the callers make that inline, where it is used,
+    /// rather than copying a freshly written one at once, which stalls).
+    fn apply(&self, policy: &Policy, key: &[u8], op: Op) -> (Verdict, bool) {
         let k = KeyRef::new(policy, key);
         let hash = self.hash(k);
         let algorithm = policy.algorithm();
@@ -417,24 +428,23 @@ impl<C: Clock> MemoryStore<C> {
                     if entry.expires_at <= now {
                         entry.state = algorithm.fresh_state();
                     }
-                    let (decision, held) = run(algorithm, &mut entry.state, now, op);
-                    let reset = micros(decision.reset_after);
-                    if reset == 0 {
+                    let (verdict, held) = run(algorithm, &mut entry.state, now, op);
+                    if verdict.reset_after == 0 {
                         found.remove();
                     } else {
-                        entry.expires_at = now + reset;
+                        entry.expires_at = now + verdict.reset_after;
                     }
-                    (decision, held)
+                    (verdict, held)
                 }
                 Err(absent) => {
                     let mut state = algorithm.fresh_state();
-                    let (decision, held) = run(algorithm, &mut state, now, op);
-                    let reset = micros(decision.reset_after);
-                    if reset != 0 {
+                    let (verdict, held) = run(algorithm, &mut state, now, op);
+                    if verdict.reset_after != 0 {
+                        let reset = verdict.reset_after;
                         self.insert_new(absent.into_table(), hash, k, state, now, reset);
                         inserted = true;
                     }
-                    (decision, held)
+                    (verdict, held)
                 }
             }
         };
@@ -524,13 +534,6 @@ impl<C: Clock> MemoryStore<C> {
     }
 }
 
-/// A decision's time in whole microseconds (it holds whole microseconds),
-/// without going through `u128`.
-#[inline]
-fn micros(d: Duration) -> u64 {
-    d.as_secs() * 1_000_000 + d.subsec_micros() as u64
-}
-
 /// The shard of a key's hash: bits that the shard's table does not use
 /// (it takes its slot from the low bits and its tag from the top 7).
 #[inline]
@@ -558,27 +561,30 @@ fn require_concurrency(policy: &Policy, operation: &'static str) -> Result<()> {
 }
 
 /// One operation on a state that belongs to `algorithm`.
-fn run(algorithm: &Algorithm, state: &mut State, now: u64, op: Op) -> (Decision, bool) {
+#[inline]
+fn run(algorithm: &Algorithm, state: &mut State, now: u64, op: Op) -> (Verdict, bool) {
     match (algorithm, op) {
-        (_, Op::Check { cost, max_wait }) => (algorithm.decide(state, now, cost, max_wait), false),
+        (_, Op::Check { cost, max_wait }) => {
+            (algorithm.decide_micros(state, now, cost, max_wait), false)
+        }
         (Algorithm::Concurrency(c), Op::Acquire(id)) => match state {
-            State::Concurrency(s) => (c.acquire(s, now, id), false),
+            State::Concurrency(s) => (c.acquire_micros(s, now, id), false),
             _ => {
                 let mut fresh = Default::default();
-                let d = c.acquire(&mut fresh, now, id);
+                let v = c.acquire_micros(&mut fresh, now, id);
                 *state = State::Concurrency(fresh);
-                (d, false)
+                (v, false)
             }
         },
         (Algorithm::Concurrency(c), Op::Release(id)) => match state {
             State::Concurrency(s) => {
                 let held = c.release(s, now, id);
-                (c.peek(s, now), held)
+                (c.peek_micros(s, now), held)
             }
-            _ => (algorithm.decide(state, now, 0, 0), false),
+            _ => (algorithm.decide_micros(state, now, 0, 0), false),
         },
         // Leases are refused before reaching here for other algorithms.
-        (_, Op::Acquire(_) | Op::Release(_)) => (algorithm.decide(state, now, 0, 0), false),
+        (_, Op::Acquire(_) | Op::Release(_)) => (algorithm.decide_micros(state, now, 0, 0), false),
     }
 }
 
