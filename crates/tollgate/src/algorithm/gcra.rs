@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::params::{Rate, RateDivisors};
+use super::params::{Rate, RateDivisors, units_ahead};
 use crate::decision::Verdict;
 use crate::{Decision, Result};
 
@@ -92,17 +92,7 @@ impl Gcra {
         cost: u64,
         max_wait: u64,
     ) -> Option<Verdict> {
-        let drip = self.rate.units_per_micro;
-        // (micros·drip + frac) − now·drip, floored at 0.
-        let debt = if state.micros >= now {
-            (state.micros - now)
-                .checked_mul(drip)?
-                .checked_add(state.frac)?
-        } else {
-            (now - state.micros)
-                .checked_mul(drip)
-                .map_or(0, |behind| state.frac.saturating_sub(behind))
-        };
+        let debt = units_ahead(state.micros, state.frac, now, self.rate.units_per_micro)?;
         let need = cost.checked_mul(self.rate.units_per_token)?;
         let total = debt.checked_add(need)?;
         // The wait for the request to fit: none, without a division, when
@@ -176,6 +166,7 @@ impl Gcra {
 
 #[cfg(test)]
 mod tests {
+    use super::super::params::near_cases;
     use super::*;
 
     /// The 64-bit path decides exactly as the 128-bit one wherever it
@@ -184,35 +175,12 @@ mod tests {
     #[test]
     fn the_near_path_agrees_with_the_wide_one() {
         let mut rng = fastrand::Rng::with_seed(11);
-        let rates = [
-            (1_000_000_000, 1_000_000, 1_000_000_000),
-            (3, 1_000_000, 10),
-            (7, 3_600_000_000, 5),
-            (1, 1_000, 1),
-            (1 << 40, 1_000, 1 << 10),
-        ];
         let mut answered = 0;
-        for (rate, per, burst) in rates {
+        for (rate, per, burst) in near_cases::RATES {
             let g = Gcra::new(rate, Duration::from_micros(per), burst).unwrap();
-            let drip = g.rate.units_per_micro;
             for _ in 0..20_000 {
-                let now = rng.u64(..1 << 52);
-                let micros = match rng.u8(..4) {
-                    0 => now.saturating_sub(rng.u64(..1_000)),
-                    1 => now + rng.u64(..1_000_000),
-                    2 => rng.u64(..),
-                    _ => now,
-                };
-                let frac = match rng.u8(..3) {
-                    0 => rng.u64(..drip),
-                    1 => rng.u64(..),
-                    _ => 0,
-                };
-                let cost = match rng.u8(..3) {
-                    0 => 0,
-                    1 => rng.u64(..=burst),
-                    _ => rng.u64(..),
-                };
+                let (now, micros, frac, cost) =
+                    near_cases::case(&mut rng, g.rate.units_per_micro, burst);
                 let max_wait = if rng.bool() { 0 } else { rng.u64(..1 << 20) };
                 let start = GcraState { micros, frac };
                 let (mut near, mut wide) = (start, start);

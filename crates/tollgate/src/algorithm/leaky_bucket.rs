@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::params::{Rate, RateDivisors};
+use super::params::{Rate, RateDivisors, units_ahead};
 use crate::decision::Verdict;
 use crate::{Decision, Result};
 
@@ -64,6 +64,46 @@ impl LeakyBucket {
         now: u64,
         cost: u64,
     ) -> Verdict {
+        match self.decide_near(state, now, cost) {
+            Some(verdict) => verdict,
+            None => self.decide_wide(state, now, cost),
+        }
+    }
+
+    /// [`decide`](Self::decide) in 64-bit arithmetic relative to `now`, as
+    /// [`Gcra`](super::Gcra) does: the backlog stays within the capacity,
+    /// far below 2^64. `None` (and `state` untouched) when a value would
+    /// overflow: a finish time far ahead of `now`, or a cost above the
+    /// capacity from a direct caller.
+    #[inline]
+    fn decide_near(&self, state: &mut LeakyBucketState, now: u64, cost: u64) -> Option<Verdict> {
+        let backlog = units_ahead(state.micros, state.frac, now, self.rate.units_per_micro)?;
+        let need = cost.checked_mul(self.rate.units_per_token)?;
+        let total = backlog.checked_add(need)?;
+        let cap = self.scaled_capacity;
+        let allowed = total <= cap;
+        let backlog_after = if allowed { total } else { backlog };
+        if allowed && cost > 0 {
+            // V' = now·drip + backlog_after, split into whole µs and frac.
+            let (micros, frac) = self.div.per_micro.div_rem(backlog_after);
+            *state = LeakyBucketState {
+                micros: now.checked_add(micros)?,
+                frac,
+            };
+        }
+        let micros_for = |units| self.div.per_micro.div_ceil(units);
+        Some(Verdict {
+            allowed,
+            limit: self.capacity,
+            remaining: self.div.per_token.div(cap.saturating_sub(backlog_after)),
+            reset_after: micros_for(backlog_after),
+            retry_after: if allowed { 0 } else { micros_for(total - cap) },
+            delay: if allowed { micros_for(backlog) } else { 0 },
+        })
+    }
+
+    /// [`decide`](Self::decide) on absolute times in 128-bit arithmetic.
+    fn decide_wide(&self, state: &mut LeakyBucketState, now: u64, cost: u64) -> Verdict {
         let drip = self.rate.units_per_micro as u128;
         let finish = state.micros as u128 * drip + state.frac as u128;
         let now_units = now as u128 * drip;
@@ -106,5 +146,36 @@ impl LeakyBucket {
                 0
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::params::near_cases;
+    use super::*;
+
+    /// The 64-bit path decides exactly as the 128-bit one wherever it
+    /// answers (the cases of GCRA's same test).
+    #[test]
+    fn the_near_path_agrees_with_the_wide_one() {
+        let mut rng = fastrand::Rng::with_seed(12);
+        let mut answered = 0;
+        for (rate, per, capacity) in near_cases::RATES {
+            let lb = LeakyBucket::new(rate, Duration::from_micros(per), capacity).unwrap();
+            for _ in 0..20_000 {
+                let (now, micros, frac, cost) =
+                    near_cases::case(&mut rng, lb.rate.units_per_micro, capacity);
+                let start = LeakyBucketState { micros, frac };
+                let (mut near, mut wide) = (start, start);
+                if let Some(v) = lb.decide_near(&mut near, now, cost) {
+                    answered += 1;
+                    assert_eq!(v, lb.decide_wide(&mut wide, now, cost));
+                    assert_eq!(near, wide, "{start:?} at {now}, cost {cost}");
+                } else {
+                    assert_eq!(near, start, "untouched when it gives up");
+                }
+            }
+        }
+        assert!(answered > 50_000, "the near path answers most cases");
     }
 }

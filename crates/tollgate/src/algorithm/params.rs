@@ -138,6 +138,61 @@ impl Divisor {
     }
 }
 
+/// Scaled units from `now` until the time `micros + frac / drip` (0 once it
+/// has passed): a TAT's debt or a queue's backlog, in 64-bit arithmetic
+/// relative to `now` however far the absolute time is in scaled units.
+/// `None` when it does not fit.
+#[inline]
+pub(crate) fn units_ahead(micros: u64, frac: u64, now: u64, drip: u64) -> Option<u64> {
+    if micros >= now {
+        (micros - now).checked_mul(drip)?.checked_add(frac)
+    } else {
+        Some(
+            (now - micros)
+                .checked_mul(drip)
+                .map_or(0, |behind| frac.saturating_sub(behind)),
+        )
+    }
+}
+
+/// Rate shapes `(rate, per µs, burst)` and random cases for checking a
+/// 64-bit path against the 128-bit one.
+#[cfg(test)]
+pub(crate) mod near_cases {
+    /// From huge rates to one per hour, and a scale near the bounds.
+    pub(crate) const RATES: [(u64, u64, u64); 5] = [
+        (1_000_000_000, 1_000_000, 1_000_000_000),
+        (3, 1_000_000, 10),
+        (7, 3_600_000_000, 5),
+        (1, 1_000, 1),
+        (1 << 40, 1_000, 1 << 10),
+    ];
+
+    /// `(now, micros, frac, cost)`: a stored time near and far from `now`,
+    /// a fraction sometimes out of range (a policy changed its rate), and
+    /// a cost up to `limit` or beyond it (a direct caller).
+    pub(crate) fn case(rng: &mut fastrand::Rng, drip: u64, limit: u64) -> (u64, u64, u64, u64) {
+        let now = rng.u64(..1 << 52);
+        let micros = match rng.u8(..4) {
+            0 => now.saturating_sub(rng.u64(..1_000)),
+            1 => now + rng.u64(..1_000_000),
+            2 => rng.u64(..),
+            _ => now,
+        };
+        let frac = match rng.u8(..3) {
+            0 => rng.u64(..drip),
+            1 => rng.u64(..),
+            _ => 0,
+        };
+        let cost = match rng.u8(..3) {
+            0 => 0,
+            1 => rng.u64(..=limit),
+            _ => rng.u64(..),
+        };
+        (now, micros, frac, cost)
+    }
+}
+
 /// The divisors of a [`Rate`], for the decisions' arithmetic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct RateDivisors {
