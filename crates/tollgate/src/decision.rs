@@ -84,14 +84,21 @@ impl Decision {
 /// memory store takes a key's expiry from `reset_after` as it is and makes
 /// the [`Decision`] (three `Duration`s) once, as a call returns, instead of
 /// moving the larger value through every frame and converting back.
+///
+/// The fields are in a fixed order in which no two that a `Decision` holds
+/// side by side (`limit` and `remaining`) are neighbours: a verdict just
+/// returned through memory is then read field by field, each load from the
+/// one store that wrote it, not two at once with a 16-byte load that must
+/// wait for both stores to settle (a store-forwarding stall).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
 pub(crate) struct Verdict {
-    pub(crate) allowed: bool,
     pub(crate) limit: u64,
-    pub(crate) remaining: u64,
     pub(crate) reset_after: u64,
+    pub(crate) remaining: u64,
     pub(crate) retry_after: u64,
     pub(crate) delay: u64,
+    pub(crate) allowed: bool,
 }
 
 impl Verdict {
