@@ -20,6 +20,7 @@ use parking_lot::Mutex;
 
 use crate::algorithm::{Algorithm, ConcurrencyState, Gcra, GcraState, LeaseId, State};
 use crate::clock::{Clock, MonotonicClock};
+use crate::decision::Verdict;
 use crate::store::Lease;
 use crate::{Decision, Error, Policy, Result};
 
@@ -97,19 +98,19 @@ impl Packed {
     }
 
     #[inline(always)]
-    fn decide(&self, now: u64, cost: u64, max_wait: u64) -> Result<Decision> {
+    fn decide(&self, now: u64, cost: u64, max_wait: u64) -> Result<Verdict> {
         let mut current = self.tat.load(Ordering::Acquire);
         loop {
             let mut state = GcraState {
                 micros: current >> FRAC_BITS,
                 frac: current & ((1 << FRAC_BITS) - 1),
             };
-            let decision = self.gcra.reserve(&mut state, now, cost, max_wait);
+            let verdict = self.gcra.reserve_micros(&mut state, now, cost, max_wait);
             // The memory store's rule needs only this: a TAT at or before
             // now decides as a fresh one (0) would, and once a decision
             // says so (nothing to reset) the state becomes the fresh one,
             // as the store drops the entry.
-            let next = if decision.reset_after.is_zero() {
+            let next = if verdict.reset_after == 0 {
                 0
             } else if state.micros < 1 << (64 - FRAC_BITS) {
                 state.micros << FRAC_BITS | state.frac
@@ -121,13 +122,13 @@ impl Packed {
             };
             if next == current {
                 // A denial, or a peek: nothing to write.
-                return Ok(decision);
+                return Ok(verdict);
             }
             match self
                 .tat
                 .compare_exchange_weak(current, next, Ordering::AcqRel, Ordering::Acquire)
             {
-                Ok(_) => return Ok(decision),
+                Ok(_) => return Ok(verdict),
                 Err(seen) => current = seen,
             }
         }
@@ -205,7 +206,8 @@ impl<C: Clock> DirectLimiter<C> {
             return Err(self.unsupported("acquire_lease"));
         };
         let id = LeaseId::random();
-        let (decision, ()) = self.with_leases(|s, now| (c.acquire(s, now, id), ()));
+        let (verdict, ()) = self.with_leases(|s, now| (c.acquire_micros(s, now, id), ()));
+        let decision = verdict.decision();
         Ok(Lease {
             decision,
             id: decision.allowed.then_some(id),
@@ -220,7 +222,7 @@ impl<C: Clock> DirectLimiter<C> {
         };
         let (_, held) = self.with_leases(|s, now| {
             let held = c.release(s, now, lease);
-            (c.peek(s, now), held)
+            (c.peek_micros(s, now), held)
         });
         Ok(held)
     }
@@ -236,15 +238,17 @@ impl<C: Clock> DirectLimiter<C> {
     #[inline(always)]
     fn decide(&self, cost: u64, max_wait: u64) -> Result<Decision> {
         let now = self.clock.now_micros();
-        match &self.cell {
-            Cell::Atomic(packed) => packed.decide(now, cost, max_wait),
-            Cell::Locked(slot) => Ok(self
-                .locked(slot, now, |state| {
+        let verdict = match &self.cell {
+            Cell::Atomic(packed) => packed.decide(now, cost, max_wait)?,
+            Cell::Locked(slot) => {
+                self.locked(slot, now, |state| {
                     let algorithm = self.policy.algorithm();
-                    (algorithm.decide(state, now, cost, max_wait), ())
+                    (algorithm.decide_micros(state, now, cost, max_wait), ())
                 })
-                .0),
-        }
+                .0
+            }
+        };
+        Ok(verdict.decision())
     }
 
     /// Runs `f` on the locked state as the memory store runs an operation
@@ -254,28 +258,27 @@ impl<C: Clock> DirectLimiter<C> {
         &self,
         slot: &Mutex<Slot>,
         now: u64,
-        f: impl FnOnce(&mut State) -> (Decision, R),
-    ) -> (Decision, R) {
+        f: impl FnOnce(&mut State) -> (Verdict, R),
+    ) -> (Verdict, R) {
         let mut slot = slot.lock();
         if slot.expires_at <= now {
             slot.state = self.policy.algorithm().fresh_state();
         }
-        let (decision, result) = f(&mut slot.state);
-        let reset = u64::try_from(decision.reset_after.as_micros()).unwrap_or(u64::MAX);
-        slot.expires_at = if reset == 0 {
+        let (verdict, result) = f(&mut slot.state);
+        slot.expires_at = if verdict.reset_after == 0 {
             0
         } else {
-            now.saturating_add(reset)
+            now.saturating_add(verdict.reset_after)
         };
-        (decision, result)
+        (verdict, result)
     }
 
     /// Runs `f` on the lease table, which a concurrency limiter holds
     /// behind its lock (a fresh table should it hold anything else).
     fn with_leases<R>(
         &self,
-        f: impl FnOnce(&mut ConcurrencyState, u64) -> (Decision, R),
-    ) -> (Decision, R) {
+        f: impl FnOnce(&mut ConcurrencyState, u64) -> (Verdict, R),
+    ) -> (Verdict, R) {
         let now = self.clock.now_micros();
         let Cell::Locked(slot) = &self.cell else {
             // Only GCRA is packed, and it takes no leases.
