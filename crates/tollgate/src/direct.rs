@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use crate::algorithm::{Algorithm, ConcurrencyState, Gcra, GcraState, LeaseId, State};
+use crate::algorithm::{Algorithm, ConcurrencyState, Gcra, LeaseId, State};
 use crate::clock::{Clock, MonotonicClock};
 use crate::decision::Verdict;
 use crate::store::Lease;
@@ -66,21 +66,22 @@ struct Slot {
     expires_at: u64,
 }
 
-/// GCRA's theoretical arrival time in one `u64`: whole µs since the Unix
-/// epoch in the high 52 bits (until the year 2112), the fraction of a µs
-/// (below `units_per_micro`, at most 2^12) in the low 12; 0 is fresh.
+/// GCRA's theoretical arrival time in one `u64`, in the policy's scaled
+/// units since the Unix epoch (µs times `units_per_micro`); 0 is fresh.
+/// With at most [`MAX_PACKED_DRIP`] units a µs, that lasts until the year
+/// 2112.
 #[derive(Debug)]
 struct Packed {
     gcra: Gcra,
     tat: AtomicU64,
 }
 
-/// Bits of [`Packed`] for the fraction of a µs.
-const FRAC_BITS: u32 = 12;
+/// The finest rate packed: 4096 scaled units a µs.
+const MAX_PACKED_DRIP: u64 = 1 << 12;
 
 impl Packed {
-    /// The packed form of a GCRA policy whose rate's fraction of a µs fits
-    /// in [`FRAC_BITS`]. (A token bucket decides as GCRA only while time
+    /// The packed form of a GCRA policy with at most [`MAX_PACKED_DRIP`]
+    /// scaled units a µs. (A token bucket decides as GCRA only while time
     /// moves forward: a request that reads the clock before another but
     /// decides after it is a late request, which the bucket takes at its
     /// stored time; so it keeps its own state, behind the lock.)
@@ -88,7 +89,7 @@ impl Packed {
         let Algorithm::Gcra(gcra) = algorithm else {
             return None;
         };
-        if gcra.rate().units_per_micro > 1 << FRAC_BITS {
+        if gcra.rate().units_per_micro > MAX_PACKED_DRIP {
             return None;
         }
         Some(Packed {
@@ -99,26 +100,26 @@ impl Packed {
 
     #[inline(always)]
     fn decide(&self, now: u64, cost: u64, max_wait: u64) -> Result<Verdict> {
+        let now_units = now
+            .checked_mul(self.gcra.rate().units_per_micro)
+            .ok_or_else(beyond_range)?;
         let mut current = self.tat.load(Ordering::Acquire);
         loop {
-            let mut state = GcraState {
-                micros: current >> FRAC_BITS,
-                frac: current & ((1 << FRAC_BITS) - 1),
-            };
-            let verdict = self.gcra.reserve_micros(&mut state, now, cost, max_wait);
+            let debt = current.saturating_sub(now_units);
+            let (verdict, debt_after) = self
+                .gcra
+                .reserve_debt(debt, cost, max_wait)
+                .ok_or_else(beyond_range)?;
             // The memory store's rule needs only this: a TAT at or before
             // now decides as a fresh one (0) would, and once a decision
             // says so (nothing to reset) the state becomes the fresh one,
             // as the store drops the entry.
             let next = if verdict.reset_after == 0 {
                 0
-            } else if state.micros < 1 << (64 - FRAC_BITS) {
-                state.micros << FRAC_BITS | state.frac
+            } else if verdict.allowed && cost > 0 {
+                now_units.checked_add(debt_after).ok_or_else(beyond_range)?
             } else {
-                return Err(Error::argument(
-                    "now",
-                    "a direct GCRA limiter keeps time until the year 2112",
-                ));
+                current
             };
             if next == current {
                 // A denial, or a peek: nothing to write.
@@ -133,6 +134,14 @@ impl Packed {
             }
         }
     }
+}
+
+#[cold]
+fn beyond_range() -> Error {
+    Error::argument(
+        "now",
+        "a direct GCRA limiter keeps time until the year 2112",
+    )
 }
 
 impl DirectLimiter {

@@ -93,6 +93,30 @@ impl Gcra {
         max_wait: u64,
     ) -> Option<Verdict> {
         let debt = units_ahead(state.micros, state.frac, now, self.rate.units_per_micro)?;
+        let (verdict, debt_after) = self.reserve_debt(debt, cost, max_wait)?;
+        if verdict.allowed && cost > 0 {
+            // TAT' = now·drip + debt_after, split into whole µs and frac.
+            let (micros, frac) = self.div.per_micro.div_rem(debt_after);
+            *state = GcraState {
+                micros: now.checked_add(micros)?,
+                frac,
+            };
+        }
+        Some(verdict)
+    }
+
+    /// The decision on a debt, `max(TAT − now, 0)` in scaled units, and the
+    /// debt after it (the TAT after it is `now` plus that debt, when it
+    /// admits a cost > 0). 64-bit; `None` when a value would overflow. The
+    /// one place GCRA decides: [`reserve`](Gcra::reserve) and the packed
+    /// state of [`DirectLimiter`](crate::DirectLimiter) both come here.
+    #[inline(always)]
+    pub(crate) fn reserve_debt(
+        &self,
+        debt: u64,
+        cost: u64,
+        max_wait: u64,
+    ) -> Option<(Verdict, u64)> {
         let need = cost.checked_mul(self.rate.units_per_token)?;
         let total = debt.checked_add(need)?;
         // The wait for the request to fit: none, without a division, when
@@ -105,15 +129,7 @@ impl Gcra {
         };
         let allowed = wait <= max_wait;
         let debt_after = if allowed { total } else { debt };
-        if allowed && cost > 0 {
-            // TAT' = now·drip + debt_after, split into whole µs and frac.
-            let (micros, frac) = self.div.per_micro.div_rem(debt_after);
-            *state = GcraState {
-                micros: now.checked_add(micros)?,
-                frac,
-            };
-        }
-        Some(Verdict {
+        let verdict = Verdict {
             allowed,
             limit: self.burst,
             remaining: self
@@ -123,7 +139,8 @@ impl Gcra {
             reset_after: self.div.per_micro.div_ceil(debt_after),
             retry_after: if allowed { 0 } else { wait - max_wait },
             delay: if allowed { wait } else { 0 },
-        })
+        };
+        Some((verdict, debt_after))
     }
 
     /// [`reserve`](Gcra::reserve) on absolute times in 128-bit arithmetic.
