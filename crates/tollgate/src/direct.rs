@@ -114,7 +114,8 @@ impl Packed {
             // now decides as a fresh one (0) would, and once a decision
             // says so (nothing to reset) the state becomes the fresh one,
             // as the store drops the entry.
-            let next = if verdict.reset_after == 0 {
+            // (`reset_after` is 0 exactly when the debt after is.)
+            let next = if debt_after == 0 {
                 0
             } else if verdict.allowed && cost > 0 {
                 now_units.checked_add(debt_after).ok_or_else(beyond_range)?
