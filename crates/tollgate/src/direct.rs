@@ -184,9 +184,7 @@ impl<C: Clock> DirectLimiter<C> {
     /// (which takes leases instead).
     #[inline(always)]
     pub fn check(&self, cost: u64) -> Result<Decision> {
-        if matches!(self.policy.algorithm(), Algorithm::Concurrency(_)) {
-            return Err(self.unsupported("check"));
-        }
+        self.policy.require_rate("check")?;
         self.policy.validate_cost(cost)?;
         self.decide(cost, 0)
     }
@@ -212,9 +210,7 @@ impl<C: Clock> DirectLimiter<C> {
 
     /// Takes a lease (concurrency policies only).
     pub fn acquire_lease(&self) -> Result<Lease> {
-        let Algorithm::Concurrency(c) = self.policy.algorithm() else {
-            return Err(self.unsupported("acquire_lease"));
-        };
+        let c = self.policy.require_concurrency("acquire_lease")?;
         let id = LeaseId::random();
         let (verdict, ()) = self.with_leases(|s, now| (c.acquire_micros(s, now, id), ()));
         let decision = verdict.decision();
@@ -227,9 +223,7 @@ impl<C: Clock> DirectLimiter<C> {
     /// Gives a lease back; `false` when it was not held (released before,
     /// or expired). Idempotent.
     pub fn release_lease(&self, lease: LeaseId) -> Result<bool> {
-        let Algorithm::Concurrency(c) = self.policy.algorithm() else {
-            return Err(self.unsupported("release_lease"));
-        };
+        let c = self.policy.require_concurrency("release_lease")?;
         let (_, held) = self.with_leases(|s, now| {
             let held = c.release(s, now, lease);
             (c.peek_micros(s, now), held)
@@ -303,12 +297,5 @@ impl<C: Clock> DirectLimiter<C> {
                 result
             }
         })
-    }
-
-    fn unsupported(&self, operation: &'static str) -> Error {
-        Error::Unsupported {
-            operation,
-            algorithm: self.policy.algorithm().name(),
-        }
     }
 }

@@ -148,6 +148,31 @@ impl Policy {
         Ok(())
     }
 
+    /// Refuses `operation` (a check or a reservation) on a concurrency
+    /// policy, which only takes leases.
+    #[inline]
+    pub(crate) fn require_rate(&self, operation: &'static str) -> Result<()> {
+        if matches!(self.algorithm, Algorithm::Concurrency(_)) {
+            return Err(Error::Unsupported {
+                operation,
+                algorithm: "concurrency",
+            });
+        }
+        Ok(())
+    }
+
+    /// The concurrency parameters, or `operation` (a lease's) refused on
+    /// any other policy.
+    pub(crate) fn require_concurrency(&self, operation: &'static str) -> Result<&Concurrency> {
+        match &self.algorithm {
+            Algorithm::Concurrency(c) => Ok(c),
+            other => Err(Error::Unsupported {
+                operation,
+                algorithm: other.name(),
+            }),
+        }
+    }
+
     /// Checks a reservation: only token buckets and GCRA reserve, and
     /// `max_wait` must keep the borrowed tokens exact. Returns `max_wait` in
     /// microseconds.

@@ -13,7 +13,7 @@ use super::{BoxFuture, Lease, Request, Store};
 use crate::algorithm::{Algorithm, LeaseId, State};
 use crate::clock::{Clock, MonotonicClock};
 use crate::decision::Verdict;
-use crate::{Decision, Error, Policy, Result, validate_key};
+use crate::{Decision, Policy, Result, validate_key};
 
 /// Number of independently locked shards (a power of two).
 const SHARDS: usize = 64;
@@ -206,7 +206,7 @@ impl<C: Clock> MemoryStore<C> {
     #[inline]
     pub fn check_sync(&self, policy: &Policy, key: &[u8], cost: u64) -> Result<Decision> {
         validate_key(key)?;
-        self.require_not_concurrency(policy, "check")?;
+        policy.require_rate("check")?;
         policy.validate_cost(cost)?;
         Ok(self
             .apply(policy, key, Op::Check { cost, max_wait: 0 })
@@ -233,7 +233,7 @@ impl<C: Clock> MemoryStore<C> {
     /// [`Store::acquire_lease`] without an executor.
     pub fn acquire_lease_sync(&self, policy: &Policy, key: &[u8]) -> Result<Lease> {
         validate_key(key)?;
-        require_concurrency(policy, "acquire_lease")?;
+        policy.require_concurrency("acquire_lease")?;
         let id = LeaseId::random();
         let (verdict, _) = self.apply(policy, key, Op::Acquire(id));
         Ok(Lease {
@@ -245,7 +245,7 @@ impl<C: Clock> MemoryStore<C> {
     /// [`Store::release_lease`] without an executor.
     pub fn release_lease_sync(&self, policy: &Policy, key: &[u8], lease: LeaseId) -> Result<bool> {
         validate_key(key)?;
-        require_concurrency(policy, "release_lease")?;
+        policy.require_concurrency("release_lease")?;
         Ok(self.apply(policy, key, Op::Release(lease)).1)
     }
 
@@ -253,7 +253,7 @@ impl<C: Clock> MemoryStore<C> {
     pub fn check_many_sync(&self, requests: &[Request<'_>], atomic: bool) -> Result<Vec<Decision>> {
         for r in requests {
             validate_key(r.key)?;
-            self.require_not_concurrency(r.policy, "check_many")?;
+            r.policy.require_rate("check_many")?;
             r.policy.validate_cost(r.cost)?;
         }
         if !atomic {
@@ -391,16 +391,6 @@ impl<C: Clock> MemoryStore<C> {
     /// The most keys this store holds.
     pub fn max_keys(&self) -> usize {
         self.inner.keys_per_shard * SHARDS
-    }
-
-    fn require_not_concurrency(&self, policy: &Policy, operation: &'static str) -> Result<()> {
-        if matches!(policy.algorithm(), Algorithm::Concurrency(_)) {
-            return Err(Error::Unsupported {
-                operation,
-                algorithm: "concurrency",
-            });
-        }
-        Ok(())
     }
 
     /// The key's hash, computed once per call: it picks the shard and the
@@ -548,16 +538,6 @@ fn locked<'g>(
 ) -> &'g mut ShardMap {
     let at = guards.partition_point(|(s, _)| *s < shard);
     &mut guards[at].1
-}
-
-fn require_concurrency(policy: &Policy, operation: &'static str) -> Result<()> {
-    match policy.algorithm() {
-        Algorithm::Concurrency(_) => Ok(()),
-        other => Err(Error::Unsupported {
-            operation,
-            algorithm: other.name(),
-        }),
-    }
 }
 
 /// One operation on a state that belongs to `algorithm`.

@@ -435,16 +435,11 @@ impl RedisStore {
     ) -> Result<(Decision, bool)> {
         // The same order of checks as every store: key, operation, cost.
         validate_key(key)?;
-        let Algorithm::Concurrency(c) = policy.algorithm() else {
-            return Err(Error::Unsupported {
-                operation: if op == "acquire" {
-                    "acquire_lease"
-                } else {
-                    "release_lease"
-                },
-                algorithm: policy.algorithm().name(),
-            });
-        };
+        let c = policy.require_concurrency(if op == "acquire" {
+            "acquire_lease"
+        } else {
+            "release_lease"
+        })?;
         let redis_key = self.key_of(policy, key);
         let id = id.to_string();
         let [time, deadline] = self.time_args()?;
@@ -498,12 +493,7 @@ impl RedisStore {
 
     fn validate(policy: &Policy, key: &[u8], cost: u64) -> Result<()> {
         validate_key(key)?;
-        if let Algorithm::Concurrency(_) = policy.algorithm() {
-            return Err(Error::Unsupported {
-                operation: "check",
-                algorithm: "concurrency",
-            });
-        }
+        policy.require_rate("check")?;
         policy.validate_cost(cost)
     }
 }
