@@ -20,6 +20,21 @@ macro_rules! script {
     };
 }
 
+/// Reads the server's clock when `time` is -1, and answers "late" when a
+/// deadline has passed: the one text of that rule, for every entry point.
+macro_rules! server_time {
+    () => {
+        "if time < 0 then
+  local t = redis.call('TIME')
+  time = t[1] * 1000000 + t[2]
+  if deadline > 0 and time > deadline then
+    return struct.pack('<d', -1)
+  end
+end
+"
+    };
+}
+
 /// The entry point of a one-algorithm script, inline (a function would
 /// cost each call a closure): take the time, the deadline and the
 /// algorithm's numbers from ARGV (packed, or as text from tools), read the
@@ -40,14 +55,9 @@ else
     tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]),
     tonumber(ARGV[7])
 end
-if time < 0 then
-  local t = redis.call('TIME')
-  time = t[1] * 1000000 + t[2]
-  if deadline > 0 and time > deadline then
-    return struct.pack('<d', -1)
-  end
-end
-return struct.pack('<ddddd', ",
+",
+            server_time!(),
+            "return struct.pack('<ddddd', ",
             $function,
             "(KEYS[1], time, ",
             $args,
@@ -74,8 +84,12 @@ pub(crate) const LEAKY_BUCKET: &str =
 pub(crate) const CONCURRENCY: &str = script!("decimal.lua", "concurrency.lua";
     entry!("concurrency", "dddd", "4", "a1, a2, ARGV[#ARGV - 1], ARGV[#ARGV]"));
 pub(crate) const BATCH: &str = script!("decimal.lua", "fixed_window.lua", "sliding_window.lua",
-    "sliding_log.lua", "token_bucket.lua", "gcra.lua", "leaky_bucket.lua", "batch.lua";
-    "\nreturn batch()\n");
+"sliding_log.lua", "token_bucket.lua", "gcra.lua", "leaky_bucket.lua", "batch.lua";
+concat!(
+    "\nlocal time, deadline = struct.unpack('<dd', ARGV[1])\n",
+    server_time!(),
+    "return batch(time)\n"
+));
 
 /// One script: its text, its SHA1, and the single-flight reload.
 /// How many times one call reloads its script before giving up.

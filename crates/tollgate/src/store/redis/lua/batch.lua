@@ -43,15 +43,9 @@ local function decide(i, now, peek, dry)
   return {leaky_bucket(key, now, a[1], a[2], a[3], a[4], dry)}
 end
 
-local function batch()
-  local now, deadline = struct.unpack('<dd', ARGV[1])
-  if now < 0 then
-    local t = redis.call('TIME')
-    now = t[1] * 1000000 + t[2]
-    if deadline > 0 and now > deadline then
-      return struct.pack('<d', -1)
-    end
-  end
+-- `now` is read (and the deadline checked) by the entry point, written
+-- in scripts.rs as every script's is.
+local function batch(now)
   local n = #KEYS
   local replies = {}
   local all = true
