@@ -339,6 +339,24 @@ fn certain_intervals(admitted: &[Admitted], mut visit: impl FnMut(usize, u64)) {
     }
 }
 
+/// At most `limit` admitted in each window of `w` µs, counting those
+/// certainly inside one (sent and received in it); how many windows had any.
+fn fixed_window_bound(admitted: &[Admitted], limit: u64, w: u64) -> usize {
+    let mut per_window = std::collections::HashMap::new();
+    for a in admitted {
+        if a.sent / w == a.received / w {
+            *per_window.entry(a.sent / w).or_insert(0u64) += 1;
+        }
+    }
+    for (&k, &n) in &per_window {
+        assert!(
+            n <= limit,
+            "fixed window {k} of {w}µs: {n} admitted, limit {limit}"
+        );
+    }
+    per_window.len()
+}
+
 fn contention(deployment: Deployment) {
     let rt = runtime();
     rt.block_on(async {
@@ -350,15 +368,7 @@ fn contention(deployment: Deployment) {
         let w = 60_000_000u64;
         let fw = Arc::new(Policy::fixed_window("fw", limit, Duration::from_micros(w)).unwrap());
         let admitted = hammer(store.clone(), fw, run).await;
-        let mut per_window = std::collections::HashMap::new();
-        for a in &admitted {
-            if a.sent / w == a.received / w {
-                *per_window.entry(a.sent / w).or_insert(0u64) += 1;
-            }
-        }
-        for (&k, &n) in &per_window {
-            assert!(n <= limit, "fixed window {k}: {n} admitted, limit {limit}");
-        }
+        fixed_window_bound(&admitted, limit, w);
         if admitted.first().unwrap().sent / w == admitted.last().unwrap().received / w {
             assert_eq!(
                 admitted.len() as u64,
@@ -366,6 +376,17 @@ fn contention(deployment: Deployment) {
                 "one window, demand far above the limit"
             );
         }
+
+        // Fixed window, 25 ms windows: some 80 boundaries, each the first
+        // admission of a window, which drops the last window's count.
+        let (limit, w) = (8u64, 25_000u64);
+        let fw = Arc::new(Policy::fixed_window("short", limit, Duration::from_micros(w)).unwrap());
+        let admitted = hammer(store.clone(), fw, run).await;
+        let windows = fixed_window_bound(&admitted, limit, w);
+        assert!(
+            windows > 10,
+            "admissions in only {windows} windows of 25 ms over 2 s"
+        );
 
         // Sliding log: at most `limit` in every window-long interval.
         let (limit, w) = (40u64, 500_000u64);

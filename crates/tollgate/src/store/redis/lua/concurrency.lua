@@ -28,7 +28,7 @@ local function concurrency(key, now, limit, lease, op, id)
   if held > 0 then
     local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
     reset = tonumber(last[2]) - now
-    redis.call('PEXPIRE', key, math.max(1, math.ceil((reset) / 1000)))
+    redis.call('PEXPIRE', key, string.format('%d', math.max(1, math.ceil(reset / 1000))))
     if op == 'acquire' and ok == 0 then
       local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
       retry = tonumber(first[2]) - now

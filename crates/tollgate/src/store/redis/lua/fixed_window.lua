@@ -40,7 +40,7 @@ local function fixed_window(key, now, limit, window, cost, cost_text, dry)
             redis.call('HDEL', key, fields[i])
           end
         end
-        redis.call('PEXPIRE', key, math.max(1, math.ceil(((k + 1) * window - now) / 1000)))
+        redis.call('PEXPIRE', key, string.format('%d', math.max(1, math.ceil(((k + 1) * window - now) / 1000))))
       else
         redis.call('HDEL', key, field)
         k = latest

@@ -28,24 +28,28 @@ local function gcra(key, now, drip, unit, capacity, cost, max_wait, dry)
     wait = math.ceil((debt + need - capacity) / drip)
   end
   local allowed = wait <= max_wait
+  local reset
   if allowed and cost > 0 and not dry then
-    -- TAT' = max(TAT, now) + need, carried into whole µs.
-    local base_us, base_frac = now, 0
-    if debt > 0 then
-      base_us, base_frac = tat_us, frac
+    -- TAT' = max(TAT, now) + need, so the debt grows by need; TAT' is
+    -- now + debt / drip µs, kept as whole µs and the remainder.
+    debt = debt + need
+    frac = debt % drip
+    reset = (debt - frac) / drip
+    tat_us = now + reset
+    if frac > 0 then
+      reset = reset + 1
     end
-    local carry = math.floor((base_frac + need) / drip)
-    tat_us = base_us + carry
-    frac = base_frac + need - carry * drip
-    debt = (tat_us - now) * drip + frac
-    redis.call('SET', key, struct.pack('<dd', tat_us, frac), 'PX', math.max(1, math.ceil((math.ceil(debt / drip)) / 1000)))
+    -- reset = ceil(debt / drip) >= 1 µs, since debt >= need > 0.
+    redis.call('SET', key, struct.pack('<dd', tat_us, frac), 'PX', string.format('%d', math.ceil(reset / 1000)))
+  else
+    reset = math.ceil(debt / drip)
   end
   local remaining = 0
   if debt < capacity then
     remaining = math.floor((capacity - debt) / unit)
   end
   if allowed then
-    return 1, remaining, math.ceil(debt / drip), 0, wait
+    return 1, remaining, reset, 0, wait
   end
-  return 0, remaining, math.ceil(debt / drip), wait - max_wait, 0
+  return 0, remaining, reset, wait - max_wait, 0
 end

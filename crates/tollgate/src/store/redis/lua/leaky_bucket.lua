@@ -34,7 +34,7 @@ local function leaky_bucket(key, now, drip, unit, capacity, cost, dry)
     v_us = base_us + carry
     frac = base_frac + need - carry * drip
     after = (v_us - now) * drip + frac
-    redis.call('SET', key, struct.pack('<dd', v_us, frac), 'PX', math.max(1, math.ceil((math.ceil(after / drip)) / 1000)))
+    redis.call('SET', key, struct.pack('<dd', v_us, frac), 'PX', string.format('%d', math.max(1, math.ceil(math.ceil(after / drip) / 1000))))
   end
   -- A late client-time request can see more backlog than the capacity.
   local remaining = 0

@@ -49,7 +49,7 @@ local function sliding_log(key, now, limit, window, cost, dry)
     end
     redis.call('ZADD', key, int(at), int(at) .. ':' .. int(merged))
     newest_at = at
-    redis.call('PEXPIRE', key, math.max(1, math.ceil((at + window - now) / 1000)))
+    redis.call('PEXPIRE', key, string.format('%d', math.max(1, math.ceil((at + window - now) / 1000))))
     used = used + cost
   end
   local reset = 0

@@ -58,7 +58,7 @@ local function sliding_window(key, now, limit, window, cost, dry)
     reset_at = start + window
   end
   if allowed and cost > 0 and not dry then
-    redis.call('SET', key, struct.pack('<ddd', k, prev, after), 'PX', math.max(1, math.ceil((reset_at - now) / 1000)))
+    redis.call('SET', key, struct.pack('<ddd', k, prev, after), 'PX', string.format('%d', math.max(1, math.ceil((reset_at - now) / 1000))))
   end
   local reset = reset_at - now
   if reset < 0 then

@@ -36,16 +36,21 @@ local function token_bucket(key, now, drip, unit, capacity, cost, max_wait, dry)
     wait = math.ceil((deficit + need - capacity) / drip)
   end
   local allowed = wait <= max_wait
+  local reset
   if allowed and cost > 0 and not dry then
     deficit = deficit + need
-    redis.call('SET', key, struct.pack('<dd', deficit, at), 'PX', math.max(1, math.ceil((math.ceil(deficit / drip)) / 1000)))
+    -- deficit >= need > 0, so reset is at least 1 µs and PX at least 1 ms.
+    reset = math.ceil(deficit / drip)
+    redis.call('SET', key, struct.pack('<dd', deficit, at), 'PX', string.format('%d', math.ceil(reset / 1000)))
+  else
+    reset = math.ceil(deficit / drip)
   end
   local remaining = 0
   if deficit < capacity then
     remaining = math.floor((capacity - deficit) / unit)
   end
   if allowed then
-    return 1, remaining, math.ceil(deficit / drip), 0, wait
+    return 1, remaining, reset, 0, wait
   end
-  return 0, remaining, math.ceil(deficit / drip), wait - max_wait, 0
+  return 0, remaining, reset, wait - max_wait, 0
 end
