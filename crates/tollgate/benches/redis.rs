@@ -10,7 +10,8 @@
 //!
 //! `cargo bench -p tollgate --features redis --bench redis` (add
 //! `-- --quick` for a shorter run). The machine is shared: compare the
-//! rows of one run, not runs.
+//! rows of one run, not runs. `-- --instructions` counts each script's
+//! instructions per call under callgrind instead (needs valgrind).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -155,6 +156,24 @@ fn decide(
     }
 }
 
+/// One call of a floor script, on one of each caller's 100 keys.
+fn floor(conn: &redis::aio::MultiplexedConnection, text: &str) -> Op {
+    let script = Arc::new(redis::Script::new(text));
+    let conn = conn.clone();
+    Arc::new(move |i, n| {
+        let (mut c, script) = (conn.clone(), script.clone());
+        Box::pin(async move {
+            let _: redis::Value = script
+                .key(format!("floor{i}-{}", n % 100))
+                .arg(1)
+                .arg(60_000)
+                .invoke_async(&mut c)
+                .await
+                .unwrap();
+        })
+    })
+}
+
 fn policies() -> Vec<Policy> {
     let second = Duration::from_secs(1);
     let hour = Duration::from_secs(3600);
@@ -198,6 +217,10 @@ fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     // `cargo test --benches` runs this with --bench absent: do nothing then.
     if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
+    if std::env::args().any(|a| a == "--instructions") {
+        instructions();
         return;
     }
     let run = Duration::from_millis(if quick { 500 } else { 2000 });
@@ -265,24 +288,7 @@ fn main() {
             }),
         ));
         for (name, text) in FLOORS {
-            let script = Arc::new(redis::Script::new(text));
-            let c = conn.clone();
-            costs.push((
-                name,
-                "evalsha",
-                Arc::new(move |i, n| {
-                    let (mut c, script) = (c.clone(), script.clone());
-                    Box::pin(async move {
-                        let _: redis::Value = script
-                            .key(format!("floor{i}-{}", n % 100))
-                            .arg(1)
-                            .arg(60_000)
-                            .invoke_async(&mut c)
-                            .await
-                            .unwrap();
-                    })
-                }),
-            ));
+            costs.push((name, "evalsha", floor(&conn, text)));
         }
         let rounds = if quick { 3 } else { 7 };
         let mut seen: Vec<Vec<f64>> = vec![Vec::new(); costs.len()];
@@ -362,4 +368,118 @@ fn main() {
             );
         }
     });
+}
+
+/// `-- --instructions`: each script's and floor's cost in CPU instructions
+/// per call, counted by callgrind in a `redis-server` run under valgrind
+/// (only inside `EVALSHA`, so networking and parsing are left out). Unlike
+/// a timing on a shared machine, the count is the same from run to run
+/// within a few per cent, which makes small changes to a script visible.
+fn instructions() {
+    let calls = 2000u64;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port")
+        .port();
+    let dir = std::env::temp_dir().join(format!("tollgate-callgrind-{port}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut valgrind = Command::new("valgrind")
+        .args([
+            "--tool=callgrind",
+            "--collect-atstart=no",
+            "--toggle-collect=evalShaCommand",
+        ])
+        .arg(format!("--callgrind-out-file={}/out.%p", dir.display()))
+        .args(["redis-server", "--port", &port.to_string()])
+        .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("valgrind (package valgrind) and redis-server");
+    let pid = valgrind.id().to_string();
+    let url = format!("redis://127.0.0.1:{port}");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let store = loop {
+            match RedisStore::connect(&url).await {
+                Ok(store) => break Arc::new(store),
+                Err(_) if valgrind.try_wait().unwrap().is_none() => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => panic!("redis-server under valgrind did not start: {e}"),
+            }
+        };
+        let conn = redis::Client::open(url.as_str())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let mut measured: Vec<(&str, Op)> = policies()
+            .into_iter()
+            .map(|p| {
+                let p = Arc::new(p);
+                (p.algorithm().name(), Arc::new(decide(&store, &p)) as Op)
+            })
+            .collect();
+        for (name, text) in FLOORS {
+            measured.push((name, floor(&conn, text)));
+        }
+        println!(
+            "instructions per decision inside EVALSHA (callgrind, {calls} decisions on 100 \
+             keys each; concurrency is an acquire and its release, two calls)"
+        );
+        for (name, op) in measured {
+            // The keys exist before counting starts, as in steady traffic.
+            for n in 0..100 {
+                op(0, n).await;
+            }
+            callgrind_control(&["-z", &pid]);
+            for n in 0..calls {
+                op(0, n).await;
+            }
+            let before = dumps(&dir);
+            callgrind_control(&["-d", &pid]);
+            let total = loop {
+                let new: Vec<_> = dumps(&dir).difference(&before).cloned().collect();
+                if let Some(total) = new.iter().find_map(|f| dump_total(f)) {
+                    break total;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            };
+            println!("{name:<22} {:>7.1}k", total as f64 / calls as f64 / 1000.0);
+        }
+    });
+    valgrind.kill().ok();
+    valgrind.wait().ok();
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+fn callgrind_control(args: &[&str]) {
+    let status = Command::new("callgrind_control")
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("callgrind_control (package valgrind)");
+    assert!(status.success(), "callgrind_control {args:?}: {status}");
+}
+
+fn dumps(dir: &std::path::Path) -> std::collections::BTreeSet<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect()
+}
+
+/// The instruction total of a complete dump (its `totals:` line).
+fn dump_total(path: &std::path::Path) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("totals: "))?
+        .trim()
+        .parse()
+        .ok()
 }
