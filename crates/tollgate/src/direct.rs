@@ -6,23 +6,32 @@
 //! algorithm's arithmetic. Decisions are exactly those of
 //! [`MemoryStore`](crate::MemoryStore) for a single key.
 //!
-//! A GCRA policy keeps its single number, the theoretical arrival time, in
-//! one atomic word updated by compare-and-swap, so no caller ever waits for
-//! a lock; every other algorithm, and a rate too fine for that word, keeps
-//! its state behind a mutex. Both follow the memory store's rule for a
-//! state whose reset time has passed: it is a fresh one (which matters to
-//! a late request, one whose time is behind the stored state's).
+//! GCRA and the token bucket keep their state in an atomic word updated by
+//! compare-and-swap, so no caller ever waits for a lock: GCRA its single
+//! number, the theoretical arrival time, in 64 bits; the token bucket, which
+//! takes a late request (one whose time is behind the bucket's) at the
+//! bucket's time, that number, its deficit and how late the last request
+//! was, in 128 bits (a request more than 4 ms late, rare, moves the
+//! bucket's state behind a lock until a timely one takes it back). Every
+//! other algorithm, and a rate finer than 4096 scaled units a µs, keeps its
+//! state behind a mutex. All follow the memory store's rule for a state
+//! whose reset time has passed: it is a fresh one (which matters to a late
+//! request).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+mod bucket;
+mod gcra;
+
 use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use crate::algorithm::{Algorithm, ConcurrencyState, Gcra, LeaseId, State};
+use self::bucket::PackedBucket;
+use self::gcra::PackedGcra;
+use crate::algorithm::{ConcurrencyState, LeaseId, State};
 use crate::clock::{Clock, MonotonicClock};
 use crate::decision::Verdict;
 use crate::store::Lease;
-use crate::{Decision, Error, Policy, Result};
+use crate::{Decision, Policy, Result};
 
 /// One policy's limit for a single key, in this process.
 ///
@@ -49,11 +58,17 @@ pub struct DirectLimiter<C: Clock = MonotonicClock> {
     cell: Cell,
 }
 
+/// The finest rate packed in an atomic word: 4096 scaled units a µs, so
+/// that a time in scaled units fits 64 bits until the year 2112.
+const MAX_PACKED_DRIP: u64 = 1 << 12;
+
 /// Where the state lives.
 #[derive(Debug)]
 enum Cell {
-    /// GCRA's TAT, packed (see [`Packed`]).
-    Atomic(Packed),
+    /// GCRA's TAT in one atomic word.
+    Gcra(PackedGcra),
+    /// A token bucket's state in one 128-bit atomic word.
+    Bucket(PackedBucket),
     /// Any algorithm's state behind a lock.
     Locked(Mutex<Slot>),
 }
@@ -66,85 +81,6 @@ struct Slot {
     expires_at: u64,
 }
 
-/// GCRA's theoretical arrival time in one `u64`, in the policy's scaled
-/// units since the Unix epoch (µs times `units_per_micro`); 0 is fresh.
-/// With at most [`MAX_PACKED_DRIP`] units a µs, that lasts until the year
-/// 2112.
-#[derive(Debug)]
-struct Packed {
-    gcra: Gcra,
-    tat: AtomicU64,
-}
-
-/// The finest rate packed: 4096 scaled units a µs.
-const MAX_PACKED_DRIP: u64 = 1 << 12;
-
-impl Packed {
-    /// The packed form of a GCRA policy with at most [`MAX_PACKED_DRIP`]
-    /// scaled units a µs. (A token bucket decides as GCRA only while time
-    /// moves forward: a request that reads the clock before another but
-    /// decides after it is a late request, which the bucket takes at its
-    /// stored time; so it keeps its own state, behind the lock.)
-    fn new(algorithm: &Algorithm) -> Option<Packed> {
-        let Algorithm::Gcra(gcra) = algorithm else {
-            return None;
-        };
-        if gcra.rate().units_per_micro > MAX_PACKED_DRIP {
-            return None;
-        }
-        Some(Packed {
-            gcra: *gcra,
-            tat: AtomicU64::new(0),
-        })
-    }
-
-    #[inline(always)]
-    fn decide(&self, now: u64, cost: u64, max_wait: u64) -> Result<Verdict> {
-        let now_units = now
-            .checked_mul(self.gcra.rate().units_per_micro)
-            .ok_or_else(beyond_range)?;
-        let mut current = self.tat.load(Ordering::Acquire);
-        loop {
-            let debt = current.saturating_sub(now_units);
-            let (verdict, debt_after) = self
-                .gcra
-                .reserve_debt(debt, cost, max_wait)
-                .ok_or_else(beyond_range)?;
-            // The memory store's rule needs only this: a TAT at or before
-            // now decides as a fresh one (0) would, and once a decision
-            // says so (nothing to reset) the state becomes the fresh one,
-            // as the store drops the entry.
-            // (`reset_after` is 0 exactly when the debt after is.)
-            let next = if debt_after == 0 {
-                0
-            } else if verdict.allowed && cost > 0 {
-                now_units.checked_add(debt_after).ok_or_else(beyond_range)?
-            } else {
-                current
-            };
-            if next == current {
-                // A denial, or a peek: nothing to write.
-                return Ok(verdict);
-            }
-            match self
-                .tat
-                .compare_exchange_weak(current, next, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => return Ok(verdict),
-                Err(seen) => current = seen,
-            }
-        }
-    }
-}
-
-#[cold]
-fn beyond_range() -> Error {
-    Error::argument(
-        "now",
-        "a direct GCRA limiter keeps time until the year 2112",
-    )
-}
-
 impl DirectLimiter {
     /// A limiter for `policy` on the monotonic clock.
     pub fn new(policy: Policy) -> DirectLimiter {
@@ -155,12 +91,16 @@ impl DirectLimiter {
 impl<C: Clock> DirectLimiter<C> {
     /// A limiter for `policy` reading time from `clock`.
     pub fn with_clock(policy: Policy, clock: C) -> DirectLimiter<C> {
-        let cell = match Packed::new(policy.algorithm()) {
-            Some(packed) => Cell::Atomic(packed),
-            None => Cell::Locked(Mutex::new(Slot {
-                state: policy.algorithm().fresh_state(),
+        let algorithm = policy.algorithm();
+        let cell = if let Some(packed) = PackedGcra::new(algorithm) {
+            Cell::Gcra(packed)
+        } else if let Some(packed) = PackedBucket::new(algorithm) {
+            Cell::Bucket(packed)
+        } else {
+            Cell::Locked(Mutex::new(Slot {
+                state: algorithm.fresh_state(),
                 expires_at: 0,
-            })),
+            }))
         };
         DirectLimiter {
             policy,
@@ -234,7 +174,8 @@ impl<C: Clock> DirectLimiter<C> {
     /// Forgets all state: the limiter is fresh again.
     pub fn reset(&self) {
         match &self.cell {
-            Cell::Atomic(packed) => packed.tat.store(0, Ordering::Release),
+            Cell::Gcra(packed) => packed.reset(),
+            Cell::Bucket(packed) => packed.reset(),
             Cell::Locked(slot) => slot.lock().expires_at = 0,
         }
     }
@@ -243,7 +184,8 @@ impl<C: Clock> DirectLimiter<C> {
     fn decide(&self, cost: u64, max_wait: u64) -> Result<Decision> {
         let now = self.clock.now_micros();
         let verdict = match &self.cell {
-            Cell::Atomic(packed) => packed.decide(now, cost, max_wait)?,
+            Cell::Gcra(packed) => packed.decide(now, cost, max_wait)?,
+            Cell::Bucket(packed) => packed.decide(now, cost, max_wait),
             Cell::Locked(slot) => {
                 self.locked(slot, now, |state| {
                     let algorithm = self.policy.algorithm();
@@ -285,7 +227,7 @@ impl<C: Clock> DirectLimiter<C> {
     ) -> (Verdict, R) {
         let now = self.clock.now_micros();
         let Cell::Locked(slot) = &self.cell else {
-            // Only GCRA is packed, and it takes no leases.
+            // Only rate algorithms are packed, and they take no leases.
             return f(&mut ConcurrencyState::default(), now);
         };
         self.locked(slot, now, |state| match state {

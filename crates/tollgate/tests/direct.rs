@@ -1,7 +1,7 @@
 //! The direct limiter (one key, no map) decides exactly as the memory store
-//! does for one key, on every algorithm, on both of its state forms (the
-//! packed atomic word of GCRA, and the locked state), and
-//! loses no update when threads race.
+//! does for one key, on every algorithm, on each of its state forms (GCRA's
+//! packed word, the token bucket's packed word and its spill behind the
+//! lock, and the locked state), and loses no update when threads race.
 //!
 //! Failing cases are kept in `direct.proptest-regressions`, next to this
 //! file, and replayed first on every run.
@@ -10,10 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use tollgate::{DirectLimiter, Error, ManualClock, MemoryStore, Policy};
+use tollgate::{Algorithm, Clock, DirectLimiter, Error, ManualClock, MemoryStore, Policy};
 
-/// Rate policies, with rates both coarse enough for the packed form
-/// (≤ 4096 scaled units per µs) and finer (the locked form).
+/// Rate policies, with rates both coarse enough for GCRA's packed form
+/// (≤ 4096 scaled units per µs) and finer (its locked form; a token
+/// bucket packs at any rate).
 fn rate_policy() -> impl Strategy<Value = Policy> {
     let ms = |lo: u64, hi: u64| (lo..=hi).prop_map(Duration::from_millis);
     // Rates per µs in lowest terms: 7 per ms is 7 units per µs; a prime
@@ -35,7 +36,8 @@ fn rate_policy() -> impl Strategy<Value = Policy> {
 }
 
 /// One step: time moves by `dt` µs (backwards when negative, but never
-/// before the start), then a check or a reservation.
+/// before the start), then a check or a reservation. A request more than
+/// 4 ms late moves a token bucket's state behind the lock.
 #[derive(Debug, Clone, Copy)]
 struct Step {
     dt: i64,
@@ -51,6 +53,7 @@ fn steps() -> impl Strategy<Value = Vec<Step>> {
         2 => 0..=3_000_000i64,
         1 => -50_000..0i64,
         1 => -3_000_000..0i64,
+        1 => -40_000_000..-16_000_000i64,
     ];
     let cost = prop_oneof![4 => 0..=2u64, 1 => 0..=12u64];
     let reserve = prop_oneof![3 => Just(None), 1 => (0..=2_000_000u64).prop_map(Some)];
@@ -65,6 +68,31 @@ fn answer(r: Result<tollgate::Decision, Error>) -> Result<tollgate::Decision, &'
     r.map_err(|e| e.code())
 }
 
+/// Runs `trace` from `t0` on a memory store and a direct limiter, which
+/// must answer alike at every step.
+fn replay(policy: &Policy, trace: &[Step], t0: u64) -> Result<(), TestCaseError> {
+    let clock = ManualClock::new(t0);
+    let store = MemoryStore::with_clock(clock.clone());
+    let direct = DirectLimiter::with_clock(policy.clone(), clock.clone());
+    let mut now = t0;
+    for (i, s) in trace.iter().enumerate() {
+        now = now.saturating_add_signed(s.dt).max(t0);
+        clock.set(now);
+        let (a, b) = match s.reserve {
+            Some(wait) => {
+                let wait = Duration::from_micros(wait);
+                (
+                    store.reserve_sync(policy, b"k", s.cost, wait),
+                    direct.reserve(s.cost, wait),
+                )
+            }
+            None => (store.check_sync(policy, b"k", s.cost), direct.check(s.cost)),
+        };
+        prop_assert_eq!(answer(a), answer(b), "step {}: {:?} at {}", i, s, now);
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig {
         cases: 512,
@@ -75,24 +103,31 @@ proptest! {
     fn decides_as_the_memory_store(
         policy in rate_policy(),
         trace in steps(),
+        // Near 2^52 µs (the year 2112) a token bucket's time no longer
+        // fits its packed word.
+        t0 in prop_oneof![4 => 0u64..1_800_000_000_000_000, 1 => (1u64 << 52) - 100_000_000..1 << 52],
+    ) {
+        // GCRA's packed word keeps time only until then.
+        prop_assume!(t0 < 1 << 51 || !matches!(policy.algorithm(), Algorithm::Gcra(_)));
+        replay(&policy, &trace, t0)?;
+    }
+
+    /// Token buckets that refill within milliseconds, on steps of a few
+    /// milliseconds either way: the rules for late requests (taken at the
+    /// bucket's time, and an earlier expiry after one) come up often.
+    #[test]
+    fn token_buckets_take_late_requests_as_the_memory_store(
+        policy in (1..=7u64, 1..=20u64, 1..=5u64).prop_map(|(r, p, b)| {
+            Policy::token_bucket("tb", r, Duration::from_millis(p), b).unwrap()
+        }),
+        trace in prop::collection::vec(
+            (-4_000..=5_000i64, 0..=2u64, prop::option::weighted(0.2, 0..=20_000u64))
+                .prop_map(|(dt, cost, reserve)| Step { dt, cost, reserve }),
+            1..80,
+        ),
         t0 in 0u64..1_800_000_000_000_000,
     ) {
-        let clock = ManualClock::new(t0);
-        let store = MemoryStore::with_clock(clock.clone());
-        let direct = DirectLimiter::with_clock(policy.clone(), clock.clone());
-        let mut now = t0;
-        for (i, s) in trace.iter().enumerate() {
-            now = now.saturating_add_signed(s.dt).max(t0);
-            clock.set(now);
-            let (a, b) = match s.reserve {
-                Some(wait) => {
-                    let wait = Duration::from_micros(wait);
-                    (store.reserve_sync(&policy, b"k", s.cost, wait), direct.reserve(s.cost, wait))
-                }
-                None => (store.check_sync(&policy, b"k", s.cost), direct.check(s.cost)),
-            };
-            prop_assert_eq!(answer(a), answer(b), "step {}: {:?} at {}", i, s, now);
-        }
+        replay(&policy, &trace, t0)?;
     }
 
     /// Leases: the same grants, denials and releases as the memory store.
@@ -129,17 +164,24 @@ proptest! {
 }
 
 /// Racing threads on a frozen clock: exactly `burst` admitted, so no
-/// update is lost, in the packed form and the locked one.
+/// update is lost, in the packed forms and the locked one (a token bucket
+/// past 2^52 µs is always spilled behind the lock).
 #[test]
 fn racing_threads_lose_no_update() {
     let packed = Policy::gcra("packed", 10, Duration::from_secs(1), 5_000).unwrap();
     let locked = Policy::gcra("locked", 4_097_000_001, Duration::from_secs(1), 5_000).unwrap();
     let bucket = Policy::token_bucket("bucket", 10, Duration::from_secs(1), 5_000).unwrap();
     let window = Policy::fixed_window("window", 5_000, Duration::from_secs(60)).unwrap();
-    for policy in [packed, locked, bucket, window] {
+    for (policy, now) in [
+        (packed, 7),
+        (locked, 7),
+        (bucket.clone(), 7),
+        (bucket, 1 << 53),
+        (window, 7),
+    ] {
         let limiter = Arc::new(DirectLimiter::with_clock(
             policy.clone(),
-            ManualClock::new(7),
+            ManualClock::new(now),
         ));
         let admitted: u64 = std::thread::scope(|s| {
             let workers: Vec<_> = (0..4)
@@ -157,6 +199,53 @@ fn racing_threads_lose_no_update() {
         assert_eq!(admitted, 5_000, "{}", policy.name());
         let last = limiter.check(0).unwrap();
         assert_eq!(last.remaining, 0, "{}", policy.name());
+    }
+}
+
+/// Each thread's clock is frozen, some threads behind the others.
+#[derive(Debug)]
+struct TwoClocks;
+
+thread_local! {
+    static BEHIND: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+impl Clock for TwoClocks {
+    fn now_micros(&self) -> u64 {
+        1_000_000_000 - BEHIND.get()
+    }
+}
+
+/// A token bucket raced by threads on time and threads late: each late
+/// request takes the general way (1 ms late) or moves the state behind the
+/// lock (20 s late), and the next timely one takes the state back, so the
+/// ways race each other; still exactly the burst is admitted. (One an
+/// hour, so that the lateness refills less than a token and the late
+/// requests' earlier expiry never comes.)
+#[test]
+fn racing_late_threads_lose_no_update() {
+    let policy = Policy::token_bucket("bucket", 1, Duration::from_secs(3600), 5_000).unwrap();
+    for late in [1_000, 20_000_000] {
+        let limiter = DirectLimiter::with_clock(policy.clone(), TwoClocks);
+        let start = std::sync::Barrier::new(4);
+        let admitted: u64 = std::thread::scope(|s| {
+            let workers: Vec<_> = [0, 0, late, late]
+                .into_iter()
+                .map(|behind| {
+                    let (limiter, start) = (&limiter, &start);
+                    s.spawn(move || {
+                        BEHIND.set(behind);
+                        start.wait();
+                        (0..2_500)
+                            .filter(|_| limiter.check(1).unwrap().allowed)
+                            .count() as u64
+                    })
+                })
+                .collect();
+            workers.into_iter().map(|w| w.join().unwrap()).sum()
+        });
+        assert_eq!(admitted, 5_000, "{late} µs late");
+        assert_eq!(limiter.check(0).unwrap().remaining, 0, "{late} µs late");
     }
 }
 
@@ -187,14 +276,25 @@ fn wrong_operations_are_errors() {
     assert_eq!(g.release_lease(id).unwrap_err().code(), "unsupported");
 }
 
-/// `reset` makes the limiter fresh in both forms.
+/// `reset` makes the limiter fresh in every form.
 #[test]
 fn reset_forgets() {
-    for policy in [
-        Policy::gcra("g", 1, Duration::from_secs(60), 2).unwrap(),
-        Policy::sliding_log("s", 2, Duration::from_secs(60)).unwrap(),
+    for (policy, now) in [
+        (Policy::gcra("g", 1, Duration::from_secs(60), 2).unwrap(), 1),
+        (
+            Policy::token_bucket("t", 1, Duration::from_secs(60), 2).unwrap(),
+            1,
+        ),
+        (
+            Policy::token_bucket("t", 1, Duration::from_secs(60), 2).unwrap(),
+            1 << 53,
+        ),
+        (
+            Policy::sliding_log("s", 2, Duration::from_secs(60)).unwrap(),
+            1,
+        ),
     ] {
-        let limiter = DirectLimiter::with_clock(policy, ManualClock::new(1));
+        let limiter = DirectLimiter::with_clock(policy, ManualClock::new(now));
         assert!(limiter.check(2).unwrap().allowed);
         assert!(!limiter.check(1).unwrap().allowed);
         limiter.reset();
