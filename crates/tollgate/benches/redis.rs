@@ -3,7 +3,7 @@
 //! 64 and 256 concurrent callers; the server's own cost per script call
 //! (`INFO commandstats`, the median of interleaved rounds); floors measured
 //! the same way through the same client (`INCR`, a script that returns 1,
-//! the peers' INCRBY+PEXPIRE fixed window in both its forms,
+//! the peers' INCRBY+PEXPIRE fixed window in both its forms, `TIME`+`INCRBY`,
 //! `TIME`+`GET`+`SET PX`); and each script driven by
 //! `redis-benchmark -c 50 -P 16` for what the server can do without our
 //! client.
@@ -189,8 +189,10 @@ fn policies() -> Vec<Policy> {
 }
 
 // The peers' fixed window in its two published forms: the expiry set with
-// a window's first count only (go-zero's periodlimit), and on every call.
-const FLOORS: [(&str, &str); 4] = [
+// a window's first count only (go-zero's periodlimit), and on every call;
+// `TIME` and one `INCRBY`, the least any fixed window on the server's clock
+// does; and `TIME`, `GET` and `SET PX`, the least a bucket does.
+const FLOORS: [(&str, &str); 5] = [
     ("return 1", "return 1"),
     (
         "INCRBY+PEXPIRE first",
@@ -203,6 +205,12 @@ const FLOORS: [(&str, &str); 4] = [
         "local n = redis.call('INCRBY', KEYS[1], ARGV[1]) \
          redis.call('PEXPIRE', KEYS[1], ARGV[2]) \
          return n",
+    ),
+    (
+        "TIME+INCRBY",
+        "local t = redis.call('TIME') \
+         local n = redis.call('INCRBY', KEYS[1], ARGV[1]) \
+         return t[1] * 1000000 + t[2] + n",
     ),
     (
         "TIME+GET+SET PX",
