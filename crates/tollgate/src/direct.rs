@@ -120,8 +120,9 @@ impl<C: Clock> DirectLimiter<C> {
     }
 
     /// Decides a request of `cost` now (0 peeks without consuming). Errors
-    /// when `cost` exceeds the policy's limit, and for a concurrency policy
-    /// (which takes leases instead).
+    /// when `cost` exceeds the policy's limit, for a concurrency policy
+    /// (which takes leases instead), and for a GCRA policy kept in one
+    /// atomic word when the clock reads past the year 2112.
     #[inline(always)]
     pub fn check(&self, cost: u64) -> Result<Decision> {
         self.policy.require_rate("check")?;
