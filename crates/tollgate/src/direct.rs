@@ -6,17 +6,17 @@
 //! algorithm's arithmetic. Decisions are exactly those of
 //! [`MemoryStore`](crate::MemoryStore) for a single key.
 //!
-//! GCRA and the token bucket keep their state in an atomic word updated by
-//! compare-and-swap, so no caller ever waits for a lock: GCRA its single
-//! number, the theoretical arrival time, in 64 bits; the token bucket, which
-//! takes a late request (one whose time is behind the bucket's) at the
-//! bucket's time, that number, its deficit and how late the last request
-//! was, in 128 bits (a request more than 4 ms late, rare, moves the
-//! bucket's state behind a lock until a timely one takes it back). Every
-//! other algorithm, and a rate finer than 4096 scaled units a µs, keeps its
-//! state behind a mutex. All follow the memory store's rule for a state
-//! whose reset time has passed: it is a fresh one (which matters to a late
-//! request).
+//! GCRA keeps its single number, the theoretical arrival time, in one
+//! atomic word updated by compare-and-swap, so no caller ever waits for a
+//! lock (a rate finer than 4096 scaled units a µs keeps it behind a mutex
+//! instead). The token bucket, which takes a late request (one whose time
+//! is behind the bucket's) at the bucket's time, needs three numbers: that
+//! time, its deficit and how late the last request was; they sit behind a
+//! sequence lock, whose readers copy them without writing and whose one
+//! writer holds it for three stores, at the price of one 64-bit
+//! compare-and-swap. Every other algorithm keeps its state behind a mutex.
+//! All follow the memory store's rule for a state whose reset time has
+//! passed: it is a fresh one (which matters to a late request).
 
 mod bucket;
 mod gcra;
@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use self::bucket::PackedBucket;
+use self::bucket::SeqBucket;
 use self::gcra::PackedGcra;
 use crate::algorithm::{ConcurrencyState, LeaseId, State};
 use crate::clock::{Clock, MonotonicClock};
@@ -67,8 +67,8 @@ const MAX_PACKED_DRIP: u64 = 1 << 12;
 enum Cell {
     /// GCRA's TAT in one atomic word.
     Gcra(PackedGcra),
-    /// A token bucket's state in one 128-bit atomic word.
-    Bucket(PackedBucket),
+    /// A token bucket's state behind a sequence lock.
+    Bucket(SeqBucket),
     /// Any algorithm's state behind a lock.
     Locked(Mutex<Slot>),
 }
@@ -94,8 +94,8 @@ impl<C: Clock> DirectLimiter<C> {
         let algorithm = policy.algorithm();
         let cell = if let Some(packed) = PackedGcra::new(algorithm) {
             Cell::Gcra(packed)
-        } else if let Some(packed) = PackedBucket::new(algorithm) {
-            Cell::Bucket(packed)
+        } else if let Some(bucket) = SeqBucket::new(algorithm) {
+            Cell::Bucket(bucket)
         } else {
             Cell::Locked(Mutex::new(Slot {
                 state: algorithm.fresh_state(),
@@ -176,7 +176,7 @@ impl<C: Clock> DirectLimiter<C> {
     pub fn reset(&self) {
         match &self.cell {
             Cell::Gcra(packed) => packed.reset(),
-            Cell::Bucket(packed) => packed.reset(),
+            Cell::Bucket(bucket) => bucket.reset(),
             Cell::Locked(slot) => slot.lock().expires_at = 0,
         }
     }
@@ -186,7 +186,7 @@ impl<C: Clock> DirectLimiter<C> {
         let now = self.clock.now_micros();
         let verdict = match &self.cell {
             Cell::Gcra(packed) => packed.decide(now, cost, max_wait)?,
-            Cell::Bucket(packed) => packed.decide(now, cost, max_wait),
+            Cell::Bucket(bucket) => bucket.decide(now, cost, max_wait),
             Cell::Locked(slot) => {
                 self.locked(slot, now, |state| {
                     let algorithm = self.policy.algorithm();

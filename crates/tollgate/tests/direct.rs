@@ -1,7 +1,7 @@
 //! The direct limiter (one key, no map) decides exactly as the memory store
 //! does for one key, on every algorithm, on each of its state forms (GCRA's
-//! packed word, the token bucket's packed word and its spill behind the
-//! lock, and the locked state), and loses no update when threads race.
+//! packed word, the token bucket's sequence-locked numbers, and the locked
+//! state), and loses no update when threads race.
 //!
 //! Failing cases are kept in `direct.proptest-regressions`, next to this
 //! file, and replayed first on every run.
@@ -14,7 +14,7 @@ use tollgate::{Algorithm, Clock, DirectLimiter, Error, ManualClock, MemoryStore,
 
 /// Rate policies, with rates both coarse enough for GCRA's packed form
 /// (≤ 4096 scaled units per µs) and finer (its locked form; a token
-/// bucket packs at any rate).
+/// bucket is sequence-locked at any rate).
 fn rate_policy() -> impl Strategy<Value = Policy> {
     let ms = |lo: u64, hi: u64| (lo..=hi).prop_map(Duration::from_millis);
     // Rates per µs in lowest terms: 7 per ms is 7 units per µs; a prime
@@ -36,8 +36,7 @@ fn rate_policy() -> impl Strategy<Value = Policy> {
 }
 
 /// One step: time moves by `dt` µs (backwards when negative, but never
-/// before the start), then a check or a reservation. A request more than
-/// 4 ms late moves a token bucket's state behind the lock.
+/// before the start), then a check or a reservation.
 #[derive(Debug, Clone, Copy)]
 struct Step {
     dt: i64,
@@ -103,8 +102,7 @@ proptest! {
     fn decides_as_the_memory_store(
         policy in rate_policy(),
         trace in steps(),
-        // Near 2^52 µs (the year 2112) a token bucket's time no longer
-        // fits its packed word.
+        // Near 2^52 µs (the year 2112), where GCRA's packed word ends.
         t0 in prop_oneof![4 => 0u64..1_800_000_000_000_000, 1 => (1u64 << 52) - 100_000_000..1 << 52],
     ) {
         // GCRA's packed word keeps time only until then.
@@ -164,8 +162,8 @@ proptest! {
 }
 
 /// Racing threads on a frozen clock: exactly `burst` admitted, so no
-/// update is lost, in the packed forms and the locked one (a token bucket
-/// past 2^52 µs is always spilled behind the lock).
+/// update is lost, in every form: GCRA packed and locked, the token
+/// bucket's sequence lock (now and past 2^52 µs), a mutex.
 #[test]
 fn racing_threads_lose_no_update() {
     let packed = Policy::gcra("packed", 10, Duration::from_secs(1), 5_000).unwrap();
@@ -216,10 +214,10 @@ impl Clock for TwoClocks {
     }
 }
 
-/// A token bucket raced by threads on time and threads late: each late
-/// request takes the general way (1 ms late) or moves the state behind the
-/// lock (20 s late), and the next timely one takes the state back, so the
-/// ways race each other; still exactly the burst is admitted. (One an
+/// A token bucket raced by threads on time and threads late (1 ms or 20 s):
+/// late requests take the general way, timely ones after timely ones the
+/// short one, and the two race each other for the sequence lock; still
+/// exactly the burst is admitted. (One an
 /// hour, so that the lateness refills less than a token and the late
 /// requests' earlier expiry never comes.)
 #[test]
