@@ -10,11 +10,10 @@
 //! atomic word updated by compare-and-swap, so no caller ever waits for a
 //! lock (a rate finer than 4096 scaled units a µs keeps it behind a mutex
 //! instead). The token bucket, which takes a late request (one whose time
-//! is behind the bucket's) at the bucket's time, needs three numbers: that
-//! time, its deficit and how late the last request was; they sit behind a
-//! sequence lock, whose readers copy them without writing and whose one
-//! writer holds it for three stores, at the price of one 64-bit
-//! compare-and-swap. Every other algorithm keeps its state behind a mutex.
+//! is behind the bucket's) at the bucket's time, needs two numbers: that
+//! time and its deficit; they sit behind a sequence lock, whose readers
+//! copy them without writing and whose one writer holds it for two stores,
+//! at the price of one 64-bit compare-and-swap. Every other algorithm keeps its state behind a mutex.
 //! All follow the memory store's rule for a state whose reset time has
 //! passed: it is a fresh one (which matters to a late request).
 

@@ -100,6 +100,12 @@ impl TokenBucket {
     }
 
     /// [`reserve`](Self::reserve), times in whole microseconds.
+    ///
+    /// A late request (`now` behind the bucket's time) is decided, and its
+    /// reservation waits, at the bucket's time; its `reset_after` and
+    /// `retry_after` count from its own `now`, so that a store keeps the
+    /// state until the bucket is really full (a state forgotten sooner
+    /// would hand a late caller a full bucket early).
     #[inline]
     pub(crate) fn reserve_micros(
         &self,
@@ -109,6 +115,8 @@ impl TokenBucket {
         max_wait: u64,
     ) -> Verdict {
         self.refill(state, now);
+        // The refill leaves the bucket's time at or after `now`.
+        let late = state.at - now;
         let need = cost * self.rate.units_per_token;
         let wait = self
             .div
@@ -125,8 +133,11 @@ impl TokenBucket {
                 .div
                 .per_token
                 .div(self.capacity.saturating_sub(state.deficit)),
-            reset_after: self.div.per_micro.div_ceil(state.deficit),
-            retry_after: if allowed { 0 } else { wait - max_wait },
+            reset_after: match state.deficit {
+                0 => 0,
+                deficit => late + self.div.per_micro.div_ceil(deficit),
+            },
+            retry_after: if allowed { 0 } else { late + wait - max_wait },
             delay: if allowed { wait } else { 0 },
         }
     }

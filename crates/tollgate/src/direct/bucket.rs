@@ -1,52 +1,44 @@
 //! A token bucket's state for a direct limiter, behind a sequence lock.
 //!
 //! A token bucket takes a late request (one whose time is behind the
-//! bucket's) at the bucket's time, and the memory store, whose decisions a
-//! direct limiter repeats, forgets an entry at the last request's time plus
-//! the time its deficit takes to refill, which after a late request comes
-//! before the bucket is full. So the state is three numbers: the deficit,
-//! the bucket's time and how late the last request was. They do not fit
-//! one 64-bit word, and a 128-bit compare-and-swap (`CMPXCHG16B`) costs
-//! about as much again as the rest of a decision. A sequence lock costs one
-//! 64-bit compare-and-swap: a caller copies the numbers between two reads
-//! of the sequence (even and unchanged: a consistent copy), decides on the
-//! copy, and, when the decision changes the state, claims the sequence
-//! (even to odd) from the value it copied under, so that a claim that
-//! succeeds proves the copy is still the state. The claimant writes the
-//! three numbers and ends the sequence's odd turn; no one else writes in
-//! it, and readers retry. A decision that changes nothing (a denial, a
-//! peek) writes nothing.
+//! bucket's) at the bucket's time, so its state is two numbers, the deficit
+//! and the bucket's time, which do not fit one 64-bit word together; a
+//! 128-bit compare-and-swap (`CMPXCHG16B`) costs about as much again as the
+//! rest of a decision. A sequence lock costs one 64-bit compare-and-swap: a
+//! caller copies the numbers between two reads of the sequence (even and
+//! unchanged: a consistent copy), decides on the copy, and, when the
+//! decision changes the state, claims the sequence (even to odd) from the
+//! value it copied under, so that a claim that succeeds proves the copy is
+//! still the state. The claimant writes the numbers and ends the sequence's
+//! odd turn; no one else writes in it, and readers retry. A decision that
+//! changes nothing (a denial at the bucket's time, a peek) writes nothing.
 //!
 //! Unlike a compare-and-swap on the whole state, a writer holds the others
-//! off for its three stores; a caller that finds the sequence odd spins a
-//! little, then yields its time slice, so a writer descheduled mid-write
-//! gets the processor back.
+//! off for its stores; a caller that finds the sequence odd spins a little,
+//! then yields its time slice, so a writer descheduled mid-write gets the
+//! processor back.
 
 use std::sync::atomic::{AtomicU64, Ordering, fence};
 
 use crate::algorithm::{Algorithm, Gcra};
 use crate::decision::Verdict;
 
-/// One token-bucket key as the memory store keeps it: the bucket (its
-/// deficit in scaled units, measured at `at`, in µs) and, in `late`, how
-/// far behind `at` the last request was, which fixes the entry's expiry
-/// (`at − late`, the last request's time, plus the deficit's refill time).
-/// A zero deficit is the fresh state, all zeros, as the store drops an
-/// entry with nothing to reset.
+/// One token-bucket key as the memory store keeps it: the deficit in scaled
+/// units, measured at `at` (µs). A zero deficit is the fresh state, all
+/// zeros, as the store drops an entry with nothing to reset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 struct Entry {
     deficit: u64,
     at: u64,
-    late: u64,
 }
 
 impl Entry {
     /// The entry, or the fresh one when nothing is left to refill.
-    fn new(deficit: u64, at: u64, late: u64) -> Entry {
+    fn new(deficit: u64, at: u64) -> Entry {
         if deficit == 0 {
             Entry::default()
         } else {
-            Entry { deficit, at, late }
+            Entry { deficit, at }
         }
     }
 }
@@ -54,7 +46,7 @@ impl Entry {
 /// How many times a caller spins on a writer's turn before yielding.
 const SPINS: u32 = 64;
 
-/// A token bucket's [`Entry`] behind a sequence lock; the four words share
+/// A token bucket's [`Entry`] behind a sequence lock; the three words share
 /// one cache line.
 #[derive(Debug)]
 #[repr(align(64))]
@@ -63,7 +55,6 @@ pub(super) struct SeqBucket {
     seq: AtomicU64,
     deficit: AtomicU64,
     at: AtomicU64,
-    late: AtomicU64,
     /// GCRA with the bucket's parameters: on the deficit, which is its
     /// debt, it decides as the bucket does.
     gcra: Gcra,
@@ -85,7 +76,6 @@ impl SeqBucket {
             seq: AtomicU64::new(0),
             deficit: AtomicU64::new(0),
             at: AtomicU64::new(0),
-            late: AtomicU64::new(0),
             gcra,
             drip: rate.units_per_micro,
         })
@@ -121,7 +111,6 @@ impl SeqBucket {
         let entry = Entry {
             deficit: self.deficit.load(Ordering::Relaxed),
             at: self.at.load(Ordering::Relaxed),
-            late: self.late.load(Ordering::Relaxed),
         };
         // The copy's loads before the second read of the sequence: a
         // writer's store seen above means its odd turn is seen here.
@@ -145,7 +134,6 @@ impl SeqBucket {
         fence(Ordering::Release);
         self.deficit.store(entry.deficit, Ordering::Relaxed);
         self.at.store(entry.at, Ordering::Relaxed);
-        self.late.store(entry.late, Ordering::Relaxed);
         self.seq.store(seq + 2, Ordering::Release);
     }
 
@@ -162,44 +150,36 @@ impl SeqBucket {
         }
     }
 
-    /// The memory store's operation on the entry: a fresh state once its
-    /// expiry has passed, the bucket refilled up to `now` (never back), the
-    /// decision on the deficit, the fresh state again when nothing is left
-    /// to refill. A request on time after one on time (the common case)
-    /// needs only the refill and GCRA's kernel.
+    /// The memory store's operation on the entry: the bucket refilled up
+    /// to `now` (never back), the decision on the deficit, the fresh state
+    /// again when nothing is left to refill. (The store's expiry, the time
+    /// the bucket is full again, is the refill's own rule.)
     #[inline(always)]
     fn step(&self, entry: Entry, now: u64, cost: u64, max_wait: u64) -> (Verdict, Entry) {
-        if entry.late != 0 || now < entry.at {
+        if now < entry.at {
             return self.step_late(entry, now, cost, max_wait);
         }
-        // Refilled up to now; a bucket full again is the expired entry's
-        // fresh state, the same thing.
         let deficit = entry
             .deficit
             .saturating_sub((now - entry.at).saturating_mul(self.drip));
         let (verdict, deficit) = self.reserve(deficit, cost, max_wait);
-        (verdict, Entry::new(deficit, now, 0))
+        (verdict, Entry::new(deficit, now))
     }
 
-    /// [`step`](Self::step) for a late request, or after one: the memory
-    /// store's rule in full.
+    /// [`step`](Self::step) for a late request: decided at the bucket's
+    /// time, its `reset_after` and `retry_after` counted from its own.
     #[cold]
     #[inline(never)]
     fn step_late(&self, entry: Entry, now: u64, cost: u64, max_wait: u64) -> (Verdict, Entry) {
-        let drip = self.drip;
-        let last = entry.at - entry.late;
-        // Past `last + ceil(deficit / drip)`, without the division.
-        let expired = now >= last && (now - last).saturating_mul(drip) >= entry.deficit;
-        let (deficit, at) = if expired {
-            (0, now)
-        } else if now > entry.at {
-            // Not expired, so this stays above 0 (`now − at ≤ now − last`).
-            (entry.deficit - (now - entry.at) * drip, now)
-        } else {
-            (entry.deficit, entry.at)
-        };
-        let (verdict, deficit) = self.reserve(deficit, cost, max_wait);
-        (verdict, Entry::new(deficit, at, at - now))
+        let late = entry.at - now;
+        let (mut verdict, deficit) = self.reserve(entry.deficit, cost, max_wait);
+        if verdict.reset_after > 0 {
+            verdict.reset_after += late;
+        }
+        if !verdict.allowed {
+            verdict.retry_after += late;
+        }
+        (verdict, Entry::new(deficit, entry.at))
     }
 
     #[inline(always)]
@@ -228,46 +208,60 @@ mod tests {
 
     use super::*;
     use crate::Policy;
-    use crate::algorithm::near_cases;
+    use crate::algorithm::{TokenBucketState, near_cases};
 
     fn bucket() -> SeqBucket {
         let policy = Policy::token_bucket("t", 1, Duration::from_secs(3600), 5).unwrap();
         SeqBucket::new(policy.algorithm()).unwrap()
     }
 
-    /// The short way for a request on time after one on time decides and
-    /// leaves the state as the memory store's full rule does, for every
-    /// rate shape, near and far from the bucket's time, checks and
-    /// reservations.
+    /// Every way through the bucket decides and leaves the state as the
+    /// token bucket algorithm does on the same state (the memory store's
+    /// entry): requests on time, near and far from the bucket's time, and
+    /// late ones, checks and reservations, every rate shape.
     #[test]
-    fn the_on_time_way_agrees_with_the_full_rule() {
+    fn decides_as_the_algorithm() {
         let mut rng = fastrand::Rng::with_seed(5);
+        let mut late = 0;
         for (rate, per, burst) in near_cases::RATES {
             let policy =
                 Policy::token_bucket("t", rate, Duration::from_micros(per), burst).unwrap();
+            let Algorithm::TokenBucket(algorithm) = policy.algorithm() else {
+                unreachable!("a token bucket policy");
+            };
             let bucket = SeqBucket::new(policy.algorithm()).unwrap();
             let unit = bucket.gcra.rate().units_per_token;
             for _ in 0..20_000 {
                 let now = rng.u64(1 << 40..1 << 50);
-                let at = now - rng.u64(..=now.min(10_000_000)) * rng.u64(..2);
+                let at = match rng.u8(..3) {
+                    0 => now - rng.u64(..=10_000_000),
+                    1 => now + rng.u64(..=10_000_000),
+                    _ => now,
+                };
                 let deficit = match rng.u8(..3) {
                     0 => 0,
                     1 => rng.u64(..=burst * unit),
                     _ => rng.u64(..=2 * burst * unit),
                 };
-                let entry = Entry::new(deficit, at, 0);
+                let entry = Entry::new(deficit, at);
                 let cost = rng.u64(..=burst);
                 let max_wait = if rng.bool() { 0 } else { rng.u64(..10_000_000) };
-                assert_eq!(
-                    bucket.step(entry, now, cost, max_wait),
-                    bucket.step_late(entry, now, cost, max_wait),
-                    "{entry:?} at {now}, cost {cost}, wait {max_wait}"
-                );
+                let mut state = TokenBucketState {
+                    deficit: entry.deficit,
+                    at: entry.at,
+                };
+                let want = algorithm.reserve_micros(&mut state, now, cost, max_wait);
+                let got = bucket.step(entry, now, cost, max_wait);
+                let context = format!("{entry:?} at {now}, cost {cost}, wait {max_wait}");
+                assert_eq!(got.0, want, "{context}");
+                assert_eq!(got.1, Entry::new(state.deficit, state.at), "{context}");
+                late += u32::from(now < entry.at);
             }
         }
+        assert!(late > 10_000, "late requests come up: {late}");
     }
 
-    /// While one thread writes states whose three numbers are equal, the
+    /// While one thread writes states whose two numbers are equal, the
     /// others' copies are always one whole state, never parts of two.
     #[test]
     fn copies_are_never_torn() {
@@ -281,7 +275,7 @@ mod tests {
                         while !done.load(Ordering::Relaxed) {
                             if let Some((_, e)) = bucket.read() {
                                 copies += 1;
-                                torn += u64::from(e.deficit != e.at || e.at != e.late);
+                                torn += u64::from(e.deficit != e.at);
                             }
                         }
                         (copies, torn)
@@ -295,14 +289,7 @@ mod tests {
                         break seq;
                     }
                 };
-                bucket.write(
-                    seq,
-                    Entry {
-                        deficit: k,
-                        at: k,
-                        late: k,
-                    },
-                );
+                bucket.write(seq, Entry { deficit: k, at: k });
             }
             done.store(true, Ordering::Relaxed);
             readers
@@ -324,8 +311,8 @@ mod tests {
         assert!(bucket.claim(0));
         assert_eq!(bucket.read(), None, "mid-write");
         assert!(!bucket.claim(0), "one writer at a time");
-        bucket.write(0, Entry::new(7, 9, 1));
-        assert_eq!(bucket.read(), Some((2, Entry::new(7, 9, 1))));
+        bucket.write(0, Entry::new(7, 9));
+        assert_eq!(bucket.read(), Some((2, Entry::new(7, 9))));
         assert!(!bucket.claim(0), "a claim from before the write");
         bucket.reset();
         assert_eq!(bucket.read(), Some((4, Entry::default())));

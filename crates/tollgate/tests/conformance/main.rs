@@ -11,6 +11,7 @@ macro_rules! conformance {
         conformance!(@cases $make;
             decisions_match_the_algorithms,
             reservations_match_the_algorithms,
+            a_late_request_keeps_the_bucket_until_it_is_full,
             peeks_and_denials_consume_nothing,
             keys_are_isolated,
             bad_input_is_rejected_before_the_store,

@@ -219,6 +219,59 @@ pub(crate) async fn reservations_match_the_algorithms(h: &Harness, clock: &Manua
     assert!(waited > 10, "some reservations waited: {waited}");
 }
 
+/// A late request (its time behind the bucket's, as from an application
+/// server whose clock is behind) is decided at the bucket's time, and the
+/// store keeps the state until the bucket is full again on the bucket's
+/// time: a state forgotten sooner (an expiry counted from the bucket's
+/// time, but started at the late request) would hand the next caller a
+/// full bucket early. Decisions match the algorithm, and on Redis the key's
+/// TTL covers the whole reset.
+pub(crate) async fn a_late_request_keeps_the_bucket_until_it_is_full(
+    h: &Harness,
+    clock: &ManualClock,
+) {
+    // 3 a second, 5 at most: a token is 1/3 s.
+    let tb = Policy::token_bucket("late-tb", 3, secs(1), 5).unwrap();
+    let mut model = Model::new();
+    let t0 = tollgate::Clock::now_micros(clock);
+    let mut decide = async |at: u64, cost: u64| {
+        clock.set(at);
+        let got = h.store.check(&tb, b"k", cost).await.unwrap();
+        let want = model.decide(&tb, b"k", at, cost, 0);
+        assert_eq!(
+            got,
+            want,
+            "cost {cost} at t0 {:+} µs",
+            at as i64 - t0 as i64
+        );
+        got
+    };
+    assert!(decide(t0, 3).await.allowed);
+    // 2 s late: 2 tokens at the bucket's time, so 3 are too many, and 1
+    // leaves 4 missing, full again 4/3 s after the bucket's time.
+    let denied = decide(t0 - 2_000_000, 3).await;
+    assert!(!denied.allowed);
+    assert_eq!(denied.retry_after, Duration::from_micros(2_333_334));
+    let late = decide(t0 - 2_000_000, 1).await;
+    assert!(late.allowed);
+    assert_eq!(late.remaining, 1);
+    assert_eq!(late.reset_after, Duration::from_micros(3_333_334));
+    for (key, ttl) in h.keys() {
+        if let Some(ttl) = ttl {
+            // Less a second for a slow machine between the call and now.
+            assert!(
+                ttl > 2_333,
+                "key {:?} lives {ttl} ms, not until the bucket is full",
+                String::from_utf8_lossy(&key)
+            );
+        }
+    }
+    // Half a second on: 2.5 tokens missing, so 1 left after one more.
+    let on_time = decide(t0 + 500_000, 1).await;
+    assert_eq!((on_time.allowed, on_time.remaining), (true, 1));
+    assert_eq!(decide(t0 + 3_000_000, 0).await.remaining, 5);
+}
+
 pub(crate) async fn peeks_and_denials_consume_nothing(h: &Harness, _clock: &ManualClock) {
     for policy in policies() {
         let fresh = h.store.check(&policy, b"p", 0).await.unwrap();

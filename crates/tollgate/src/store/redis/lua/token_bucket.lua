@@ -11,7 +11,10 @@
 --          reservation's wait)
 -- Writes   only when admitting a cost > 0: SET with PX = until full again.
 --          A stored time ahead of now (late client-time request) is kept,
---          so a late request never refills the bucket.
+--          so a late request never refills the bucket: it is decided, and
+--          waits, at the stored time, while reset_after, retry_after and
+--          the PX count from its own now (a key expiring sooner would hand
+--          late callers a full bucket early).
 
 local function token_bucket(key, now, drip, unit, capacity, cost, max_wait, dry)
   local deficit, at = 0, now
@@ -36,14 +39,18 @@ local function token_bucket(key, now, drip, unit, capacity, cost, max_wait, dry)
     wait = math.ceil((deficit + need - capacity) / drip)
   end
   local allowed = wait <= max_wait
+  -- How late the request is: the refill left at >= now.
+  local late = at - now
   local reset
   if allowed and cost > 0 and not dry then
     deficit = deficit + need
     -- deficit >= need > 0, so reset is at least 1 µs and PX at least 1 ms.
-    reset = math.ceil(deficit / drip)
+    reset = math.ceil(deficit / drip) + late
     redis.call('SET', key, struct.pack('<dd', deficit, at), 'PX', string.format('%d', math.ceil(reset / 1000)))
+  elseif deficit > 0 then
+    reset = math.ceil(deficit / drip) + late
   else
-    reset = math.ceil(deficit / drip)
+    reset = 0
   end
   local remaining = 0
   if deficit < capacity then
@@ -52,5 +59,5 @@ local function token_bucket(key, now, drip, unit, capacity, cost, max_wait, dry)
   if allowed then
     return 1, remaining, reset, 0, wait
   end
-  return 0, remaining, reset, wait - max_wait, 0
+  return 0, remaining, reset, wait - max_wait + late, 0
 end
