@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use tollgate::store::redis::RedisStore;
 use tollgate::store::resilient::{BreakerState, OnFailure, ResilientStore};
-use tollgate::{Decision, Policy, Source, Store};
+use tollgate::{Decision, Policy, Request, Source, Store};
 use tollgate_testkit::RedisServer;
 
 const DEADLINE: Duration = Duration::from_millis(50);
@@ -319,6 +319,44 @@ fn a_frozen_server_is_bypassed_and_nothing_from_the_outage_is_applied_later() {
             "Redis counts {in_redis}, admitted by Redis {from_store}: commands applied late"
         );
         assert!(back_after <= Duration::from_millis(400) + DEADLINE + SLACK * 4, "recovery took {back_after:?}");
+    });
+}
+
+/// An atomic batch shares the single scripts' deadline rule: sent to a
+/// frozen server and run after its deadline once the server resumes, it
+/// answers an error and writes none of its keys.
+#[test]
+fn an_atomic_batch_run_after_its_deadline_writes_nothing() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let store = redis(&server).await;
+        let hour = Duration::from_secs(3600);
+        let bucket = Policy::token_bucket("batch-tb", 1, hour, 10).unwrap();
+        let window = Policy::fixed_window("batch-fw", 10, hour).unwrap();
+        let batch = |cost| {
+            [&bucket, &window].map(|policy| Request {
+                policy,
+                key: b"k",
+                cost,
+            })
+        };
+        // On time, the batch writes both keys.
+        let first = store.check_many(&batch(1), true).await.unwrap();
+        assert!(first.iter().all(|d| d.allowed && d.remaining == 9));
+        let requests = batch(1);
+        tokio::task::block_in_place(|| server.stop());
+        let (late, ()) = tokio::join!(store.check_many(&requests, true), async {
+            tokio::time::sleep(DEADLINE * 4).await;
+            tokio::task::block_in_place(|| server.cont());
+        });
+        let err = late.unwrap_err();
+        assert!(err.is_transient(), "{err}");
+        assert!(err.to_string().contains("deadline"), "{err}");
+        let after = store.check_many(&batch(0), true).await.unwrap();
+        assert!(
+            after.iter().all(|d| d.remaining == 9),
+            "the late batch wrote: {after:?}"
+        );
     });
 }
 
