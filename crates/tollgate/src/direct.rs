@@ -13,9 +13,9 @@
 //! is behind the bucket's) at the bucket's time, needs two numbers: that
 //! time and its deficit; they sit behind a sequence lock, whose readers
 //! copy them without writing and whose one writer holds it for two stores,
-//! at the price of one 64-bit compare-and-swap. Every other algorithm keeps its state behind a mutex.
-//! All follow the memory store's rule for a state whose reset time has
-//! passed: it is a fresh one (which matters to a late request).
+//! at the price of one 64-bit compare-and-swap. Every other algorithm
+//! keeps its state behind a mutex. All follow the memory store's rule for
+//! a state whose reset time has passed: it is a fresh one.
 
 mod bucket;
 mod gcra;

@@ -39,18 +39,16 @@ local function token_bucket(key, now, drip, unit, capacity, cost, max_wait, dry)
     wait = math.ceil((deficit + need - capacity) / drip)
   end
   local allowed = wait <= max_wait
-  -- How late the request is: the refill left at >= now.
-  local late = at - now
-  local reset
+  -- Times count from now; the refill left at >= now (at - now is how late
+  -- the request is).
+  local reset = 0
   if allowed and cost > 0 and not dry then
     deficit = deficit + need
     -- deficit >= need > 0, so reset is at least 1 µs and PX at least 1 ms.
-    reset = math.ceil(deficit / drip) + late
+    reset = math.ceil(deficit / drip) + at - now
     redis.call('SET', key, struct.pack('<dd', deficit, at), 'PX', string.format('%d', math.ceil(reset / 1000)))
   elseif deficit > 0 then
-    reset = math.ceil(deficit / drip) + late
-  else
-    reset = 0
+    reset = math.ceil(deficit / drip) + at - now
   end
   local remaining = 0
   if deficit < capacity then
@@ -59,5 +57,5 @@ local function token_bucket(key, now, drip, unit, capacity, cost, max_wait, dry)
   if allowed then
     return 1, remaining, reset, 0, wait
   end
-  return 0, remaining, reset, wait - max_wait + late, 0
+  return 0, remaining, reset, wait - max_wait + at - now, 0
 end
