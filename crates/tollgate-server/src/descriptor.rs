@@ -116,6 +116,18 @@ pub(crate) fn find<'a>(
     entries: &[(&str, &str)],
 ) -> Option<(&'a str, Vec<u8>)> {
     let d = descriptors.iter().find(|d| d.matches(domain, entries))?;
+    Some((&d.policy, key(domain, entries)))
+}
+
+/// Whether any table names `domain` (Envoy's service ignores a limit
+/// override in a domain it does not know, as it ignores the rest).
+pub(crate) fn knows(descriptors: &[Descriptor], domain: &str) -> bool {
+    descriptors.iter().any(|d| d.domain == domain)
+}
+
+/// The key a descriptor is limited under: the domain and every entry, each
+/// prefixed by its length, so that no two descriptors share one.
+pub(crate) fn key(domain: &str, entries: &[(&str, &str)]) -> Vec<u8> {
     let mut key = Vec::new();
     let mut part = |s: &str| {
         key.extend_from_slice(s.len().to_string().as_bytes());
@@ -127,7 +139,7 @@ pub(crate) fn find<'a>(
         part(k);
         part(v);
     }
-    Some((&d.policy, key))
+    key
 }
 
 #[cfg(test)]

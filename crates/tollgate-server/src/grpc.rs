@@ -6,14 +6,22 @@
 //! values as the key, and the cost is the descriptor's `hits_addend`, else
 //! the request's, else 1 (an unset proto3 field reads 0). A descriptor
 //! that matches no table is `OK` with no limit, as in Envoy's own
-//! ratelimit service. The overall code is `OVER_LIMIT` when any
+//! ratelimit service. A descriptor that carries a limit override (Envoy's
+//! `limit` field, set from route metadata) is limited, as Envoy's own
+//! service does, by a fixed window of `requests_per_unit` per `unit`
+//! (a month is 30 days, a year 365) under the descriptor's key, in any
+//! domain that has a table; its policy is named
+//! `override-<requests_per_unit>-per-<unit>`, so that two overrides of one
+//! descriptor count apart. The overall code is `OVER_LIMIT` when any
 //! descriptor is. Bad input is `INVALID_ARGUMENT`; a store down under
 //! `on_failure = "deny"` is `UNAVAILABLE`.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
 use envoy_types::pb::envoy::config::core::v3::HeaderValue;
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::RateLimitOverride;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
     Code, DescriptorStatus, RateLimit,
@@ -22,6 +30,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
     RateLimitService, RateLimitServiceServer,
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use envoy_types::pb::envoy::r#type::v3::RateLimitUnit;
 use envoy_types::pb::google::protobuf::Duration as ProtoDuration;
 use tollgate::{Decision, Error, Policy};
 use tollgate_tower::headers::{RATELIMIT, RATELIMIT_POLICY, RateLimitHeaders};
@@ -40,15 +49,21 @@ pub(crate) fn service(state: Arc<AppState>) -> RateLimitServiceServer<Rls> {
     RateLimitServiceServer::new(Rls { state })
 }
 
+const DAY: u64 = 86_400;
+
 /// The policy's limit as Envoy's `requests_per_unit` and `unit`, where its
-/// window (or `per`) is a whole second, minute, hour or day.
+/// window (or `per`) is a whole second, minute, hour, day, week, month (30
+/// days) or year (365 days).
 fn current_limit(policy: &Policy) -> RateLimit {
     let unit = match policy.window().as_secs() {
         _ if policy.window().subsec_nanos() != 0 => Unit::Unknown,
         1 => Unit::Second,
         60 => Unit::Minute,
         3600 => Unit::Hour,
-        86_400 => Unit::Day,
+        DAY => Unit::Day,
+        604_800 => Unit::Week,
+        2_592_000 => Unit::Month,
+        31_536_000 => Unit::Year,
         _ => Unit::Unknown,
     };
     RateLimit {
@@ -56,6 +71,34 @@ fn current_limit(policy: &Policy) -> RateLimit {
         requests_per_unit: u32::try_from(policy.limit()).unwrap_or(u32::MAX),
         unit: unit as i32,
     }
+}
+
+/// The policy of descriptor `i`'s limit override: a fixed window of
+/// `requests_per_unit` per `unit`, as Envoy's own service counts it.
+fn override_policy(i: usize, limit: &RateLimitOverride) -> Result<Policy, Status> {
+    let (unit, seconds) = match RateLimitUnit::try_from(limit.unit) {
+        Ok(RateLimitUnit::Second) => ("second", 1),
+        Ok(RateLimitUnit::Minute) => ("minute", 60),
+        Ok(RateLimitUnit::Hour) => ("hour", 3600),
+        Ok(RateLimitUnit::Day) => ("day", DAY),
+        Ok(RateLimitUnit::Month) => ("month", 30 * DAY),
+        Ok(RateLimitUnit::Year) => ("year", 365 * DAY),
+        _ => {
+            return Err(Status::invalid_argument(format!(
+                "descriptor {i}: limit.unit {} is not second, minute, hour, day, month or year",
+                limit.unit
+            )));
+        }
+    };
+    if limit.requests_per_unit == 0 {
+        return Err(Status::invalid_argument(format!(
+            "descriptor {i}: limit.requests_per_unit must be at least 1"
+        )));
+    }
+    let name = format!("override-{}-per-{unit}", limit.requests_per_unit);
+    let window = Duration::from_secs(seconds);
+    Policy::fixed_window(&name, u64::from(limit.requests_per_unit), window)
+        .map_err(|e| Status::invalid_argument(format!("descriptor {i}: limit: {e}")))
 }
 
 fn proto_duration(d: Duration) -> ProtoDuration {
@@ -104,30 +147,44 @@ impl Rls {
             u64::from(request.hits_addend)
         };
         let mut statuses = Vec::with_capacity(request.descriptors.len());
-        let mut decided: Vec<(&Policy, Decision)> = Vec::new();
+        let mut decided: Vec<(Cow<'_, Policy>, Decision)> = Vec::new();
         for (i, d) in request.descriptors.iter().enumerate() {
             let entries: Vec<(&str, &str)> = d
                 .entries
                 .iter()
                 .map(|e| (e.key.as_str(), e.value.as_str()))
                 .collect();
-            let Some((name, key)) = descriptor::find(&set.descriptors, &request.domain, &entries)
-            else {
+            let found = match &d.limit {
+                Some(limit) if descriptor::knows(&set.descriptors, &request.domain) => Some((
+                    Cow::Owned(override_policy(i, limit)?),
+                    descriptor::key(&request.domain, &entries),
+                )),
+                Some(_) => None,
+                None => descriptor::find(&set.descriptors, &request.domain, &entries)
+                    .map(|(name, key)| {
+                        set.get(name)
+                            .map(|p| (Cow::Borrowed(p), key))
+                            .ok_or_else(|| {
+                                Status::internal(format!(
+                                    "descriptor {i}: policy {name:?} vanished"
+                                ))
+                            })
+                    })
+                    .transpose()?,
+            };
+            let Some((policy, key)) = found else {
                 statuses.push(DescriptorStatus {
                     code: Code::Ok as i32,
                     ..Default::default()
                 });
                 continue;
             };
-            let policy = set.get(name).ok_or_else(|| {
-                Status::internal(format!("descriptor {i}: policy {name:?} vanished"))
-            })?;
             let cost = d.hits_addend.as_ref().map_or(default_cost, |h| h.value);
             let decision = self
                 .state
                 .store
                 .store
-                .check(policy, &key, cost)
+                .check(&policy, &key, cost)
                 .await
                 .map_err(|e| match status_of(e) {
                     s if s.code() == tonic::Code::InvalidArgument => {
@@ -149,7 +206,7 @@ impl Rls {
                 } else {
                     Code::OverLimit
                 } as i32,
-                current_limit: Some(current_limit(policy)),
+                current_limit: Some(current_limit(&policy)),
                 limit_remaining: u32::try_from(decision.remaining).unwrap_or(u32::MAX),
                 duration_until_reset: Some(proto_duration(until)),
                 quota: None,
@@ -158,7 +215,7 @@ impl Rls {
         }
         let over = statuses.iter().any(|s| s.code == Code::OverLimit as i32);
         let mut response_headers_to_add = Vec::new();
-        if let Some(h) = RateLimitHeaders::new(decided.iter().map(|(p, d)| (*p, d))) {
+        if let Some(h) = RateLimitHeaders::new(decided.iter().map(|(p, d)| (&**p, d))) {
             let mut map = http::HeaderMap::new();
             h.append_to(&mut map);
             for name in [RATELIMIT_POLICY, RATELIMIT] {

@@ -5,11 +5,14 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::{
+    Entry, RateLimitOverride,
+};
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use envoy_types::pb::envoy::r#type::v3::RateLimitUnit;
 
 const CONFIG: &str = r#"
 [[policy]]
@@ -66,7 +69,10 @@ impl Drop for Service {
 }
 
 fn start() -> Service {
-    let dir = std::env::temp_dir().join(format!("tollgate-grpc-{}", std::process::id()));
+    // One directory per service: tests run at once.
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("tollgate-grpc-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("tollgate.toml");
     std::fs::write(&path, CONFIG).unwrap();
@@ -220,6 +226,87 @@ async fn should_rate_limit_answers_like_envoys_rate_limit_service() {
         "{metrics}"
     );
     assert!(metrics.contains("code=\"invalidargument\""), "{metrics}");
+}
+
+/// A descriptor's limit override (Envoy's `limit`, from route metadata)
+/// replaces the table's limit with a fixed window of `requests_per_unit`
+/// per `unit` under the descriptor's key, as Envoy's own service does, in
+/// any domain that has a table, whether or not a table matches.
+#[tokio::test]
+async fn limit_overrides_count_as_envoys_service_does() {
+    let service = start();
+    let mut client = RateLimitServiceClient::connect(format!("http://{}", service.grpc))
+        .await
+        .unwrap();
+    let with =
+        |entries: &[(&str, &str)], requests_per_unit, unit: RateLimitUnit| RateLimitDescriptor {
+            limit: Some(RateLimitOverride {
+                requests_per_unit,
+                unit: unit as i32,
+            }),
+            ..descriptor(entries)
+        };
+    // The table says 3 a minute for this address; the override says 2.
+    let ip = || with(&[("remote_address", "10.9.9.9")], 2, RateLimitUnit::Minute);
+    let mut codes = Vec::new();
+    for _ in 0..3 {
+        let r = ask(&mut client, "edge", vec![ip()], 0).await.unwrap();
+        let s = &r.statuses[0];
+        let limit = s.current_limit.as_ref().unwrap();
+        assert_eq!(
+            (limit.name.as_str(), limit.requests_per_unit, limit.unit),
+            ("override-2-per-minute", 2, Unit::Minute as i32)
+        );
+        assert!(s.duration_until_reset.as_ref().unwrap().seconds <= 60);
+        codes.push((s.code, s.limit_remaining));
+    }
+    let (ok, over) = (Code::Ok as i32, Code::OverLimit as i32);
+    assert_eq!(codes, [(ok, 1), (ok, 0), (over, 0)]);
+    // Another override of the same descriptor counts apart; the table's
+    // own limit, without an override, too.
+    let five = with(&[("remote_address", "10.9.9.9")], 5, RateLimitUnit::Day);
+    let r = ask(&mut client, "edge", vec![five], 0).await.unwrap();
+    assert_eq!((r.statuses[0].code, r.statuses[0].limit_remaining), (ok, 4));
+    let plain = descriptor(&[("remote_address", "10.9.9.9")]);
+    let r = ask(&mut client, "edge", vec![plain], 0).await.unwrap();
+    assert_eq!(r.statuses[0].current_limit.as_ref().unwrap().name, "per-ip");
+    assert_eq!(r.statuses[0].limit_remaining, 2);
+    // No table matches these entries, but the domain has tables.
+    let user = || with(&[("user", "u9")], 1, RateLimitUnit::Hour);
+    let r = ask(&mut client, "edge", vec![user(), user()], 0)
+        .await
+        .unwrap();
+    assert_eq!(r.overall_code, over, "{r:?}");
+    assert_eq!((r.statuses[0].code, r.statuses[1].code), (ok, over));
+    // A domain without tables limits nothing, as without an override.
+    let r = ask(&mut client, "nowhere", vec![user()], 0).await.unwrap();
+    assert!(r.statuses[0].current_limit.is_none() && r.statuses[0].code == ok);
+    // Bad overrides name the descriptor and the field.
+    for (bad, field) in [
+        (
+            with(&[("user", "u9")], 1, RateLimitUnit::Unknown),
+            "limit.unit",
+        ),
+        (
+            with(&[("user", "u9")], 0, RateLimitUnit::Second),
+            "limit.requests_per_unit",
+        ),
+    ] {
+        let e = ask(
+            &mut client,
+            "edge",
+            vec![descriptor(&[("user", "u1")]), bad],
+            0,
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        assert!(
+            e.message().contains("descriptor 1") && e.message().contains(field),
+            "{}",
+            e.message()
+        );
+    }
 }
 
 #[test]
