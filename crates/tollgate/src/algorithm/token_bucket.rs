@@ -12,6 +12,11 @@ use crate::{Decision, Result};
 /// Tokens are kept exactly, in scaled units ([`Rate::units_per_token`] units
 /// per token), so a rate of 3 per second never rounds.
 ///
+/// A late request (its `now` behind the bucket's time, from a clock stepped
+/// back or a caller whose clock is behind) is decided at the bucket's time,
+/// so it never finds the bucket refilled; its `reset_after` and
+/// `retry_after` count from its own `now`.
+///
 /// ```
 /// use std::time::Duration;
 /// use tollgate::algorithm::TokenBucket;
