@@ -27,8 +27,6 @@ pub use sliding_window::{SlidingWindow, SlidingWindowState};
 pub use token_bucket::{TokenBucket, TokenBucketState};
 
 pub(crate) use params::MAX_SCALED;
-#[cfg(test)]
-pub(crate) use params::near_cases;
 
 use crate::Decision;
 use crate::decision::Verdict;

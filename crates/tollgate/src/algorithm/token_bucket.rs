@@ -76,13 +76,9 @@ impl TokenBucket {
     /// request never refills the bucket).
     fn refill(&self, state: &mut TokenBucketState, now: u64) {
         if now > state.at {
-            let elapsed = now - state.at;
-            let drip = self.rate.units_per_micro;
-            state.deficit = if elapsed >= self.div.per_micro.div_ceil(state.deficit) {
-                0
-            } else {
-                state.deficit - elapsed * drip
-            };
+            // Full once `elapsed · drip` covers the deficit: no division.
+            let refill = (now - state.at).saturating_mul(self.rate.units_per_micro);
+            state.deficit = state.deficit.saturating_sub(refill);
             state.at = now;
         }
     }
@@ -123,10 +119,14 @@ impl TokenBucket {
         // The refill leaves the bucket's time at or after `now`.
         let late = state.at - now;
         let need = cost * self.rate.units_per_token;
-        let wait = self
-            .div
-            .per_micro
-            .div_ceil((state.deficit + need).saturating_sub(self.capacity));
+        // The wait for the request to fit: none, without a division, when
+        // it fits now (the common case).
+        let over = (state.deficit + need).saturating_sub(self.capacity);
+        let wait = if over == 0 {
+            0
+        } else {
+            self.div.per_micro.div_ceil(over)
+        };
         let allowed = wait <= max_wait;
         if allowed {
             state.deficit += need;

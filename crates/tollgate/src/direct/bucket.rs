@@ -17,36 +17,29 @@
 //! off for its stores; a caller that finds the sequence odd spins a little,
 //! then yields its time slice, so a writer descheduled mid-write gets the
 //! processor back.
+//!
+//! The decision itself is the token bucket algorithm's, on a copy of its
+//! state, as the memory store makes it.
 
 use std::sync::atomic::{AtomicU64, Ordering, fence};
 
-use crate::algorithm::{Algorithm, Gcra};
+use crate::algorithm::{Algorithm, TokenBucket, TokenBucketState};
 use crate::decision::Verdict;
 
-/// One token-bucket key as the memory store keeps it: the deficit in scaled
-/// units, measured at `at` (µs). A zero deficit is the fresh state, all
-/// zeros, as the store drops an entry with nothing to reset.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-struct Entry {
-    deficit: u64,
-    at: u64,
-}
-
-impl Entry {
-    /// The entry, or the fresh one when nothing is left to refill.
-    fn new(deficit: u64, at: u64) -> Entry {
-        if deficit == 0 {
-            Entry::default()
-        } else {
-            Entry { deficit, at }
-        }
+/// `state`, or the fresh one when nothing is left to refill, as the memory
+/// store drops an entry with nothing to reset.
+fn stored(state: TokenBucketState) -> TokenBucketState {
+    if state.deficit == 0 {
+        TokenBucketState::default()
+    } else {
+        state
     }
 }
 
 /// How many times a caller spins on a writer's turn before yielding.
 const SPINS: u32 = 64;
 
-/// A token bucket's [`Entry`] behind a sequence lock; the three words share
+/// A token bucket's state behind a sequence lock; the three words share
 /// one cache line.
 #[derive(Debug)]
 #[repr(align(64))]
@@ -55,11 +48,7 @@ pub(super) struct SeqBucket {
     seq: AtomicU64,
     deficit: AtomicU64,
     at: AtomicU64,
-    /// GCRA with the bucket's parameters: on the deficit, which is its
-    /// debt, it decides as the bucket does.
-    gcra: Gcra,
-    /// Scaled units a µs.
-    drip: u64,
+    bucket: TokenBucket,
 }
 
 impl SeqBucket {
@@ -68,16 +57,11 @@ impl SeqBucket {
         let Algorithm::TokenBucket(bucket) = algorithm else {
             return None;
         };
-        let rate = bucket.rate();
-        let per = std::time::Duration::from_micros(rate.per);
-        // Same bounds as the bucket's own, so this never fails.
-        let gcra = Gcra::new(rate.rate, per, bucket.burst()).ok()?;
         Some(SeqBucket {
             seq: AtomicU64::new(0),
             deficit: AtomicU64::new(0),
             at: AtomicU64::new(0),
-            gcra,
-            drip: rate.units_per_micro,
+            bucket: *bucket,
         })
     }
 
@@ -103,12 +87,12 @@ impl SeqBucket {
     /// A consistent copy of the state and the sequence it was read under;
     /// `None` while a writer writes or when one wrote meanwhile.
     #[inline(always)]
-    fn read(&self) -> Option<(u64, Entry)> {
+    fn read(&self) -> Option<(u64, TokenBucketState)> {
         let seq = self.seq.load(Ordering::Acquire);
         if seq & 1 == 1 {
             return None;
         }
-        let entry = Entry {
+        let entry = TokenBucketState {
             deficit: self.deficit.load(Ordering::Relaxed),
             at: self.at.load(Ordering::Relaxed),
         };
@@ -128,7 +112,7 @@ impl SeqBucket {
 
     /// Writes `entry` in the turn claimed from `seq`, then ends it.
     #[inline(always)]
-    fn write(&self, seq: u64, entry: Entry) {
+    fn write(&self, seq: u64, entry: TokenBucketState) {
         // The odd sequence before any of the stores below, for a reader
         // that sees one of them (its acquire fence pairs with this one).
         fence(Ordering::Release);
@@ -143,50 +127,28 @@ impl SeqBucket {
         loop {
             let seq = self.seq.load(Ordering::Relaxed);
             if seq & 1 == 0 && self.claim(seq) {
-                self.write(seq, Entry::default());
+                self.write(seq, TokenBucketState::default());
                 return;
             }
             wait_turn(&mut spins);
         }
     }
 
-    /// The memory store's operation on the entry: the bucket refilled up
-    /// to `now` (never back), the decision on the deficit, the fresh state
-    /// again when nothing is left to refill. (The store's expiry, the time
-    /// the bucket is full again, is the refill's own rule.)
+    /// The memory store's operation on the entry: the token bucket's own
+    /// decision, then the fresh state when nothing is left to refill (the
+    /// store drops such an entry; its expiry, the time the bucket is full
+    /// again, is the refill's own rule).
     #[inline(always)]
-    fn step(&self, entry: Entry, now: u64, cost: u64, max_wait: u64) -> (Verdict, Entry) {
-        if now < entry.at {
-            return self.step_late(entry, now, cost, max_wait);
-        }
-        let deficit = entry
-            .deficit
-            .saturating_sub((now - entry.at).saturating_mul(self.drip));
-        let (verdict, deficit) = self.reserve(deficit, cost, max_wait);
-        (verdict, Entry::new(deficit, now))
-    }
-
-    /// [`step`](Self::step) for a late request: decided at the bucket's
-    /// time, its `reset_after` and `retry_after` counted from its own.
-    #[cold]
-    #[inline(never)]
-    fn step_late(&self, entry: Entry, now: u64, cost: u64, max_wait: u64) -> (Verdict, Entry) {
-        let late = entry.at - now;
-        let (mut verdict, deficit) = self.reserve(entry.deficit, cost, max_wait);
-        if verdict.reset_after > 0 {
-            verdict.reset_after += late;
-        }
-        if !verdict.allowed {
-            verdict.retry_after += late;
-        }
-        (verdict, Entry::new(deficit, entry.at))
-    }
-
-    #[inline(always)]
-    fn reserve(&self, deficit: u64, cost: u64, max_wait: u64) -> (Verdict, u64) {
-        self.gcra
-            .reserve_debt(deficit, cost, max_wait)
-            .expect("a deficit below 2^51 and a cost within the burst do not overflow")
+    fn step(
+        &self,
+        entry: TokenBucketState,
+        now: u64,
+        cost: u64,
+        max_wait: u64,
+    ) -> (Verdict, TokenBucketState) {
+        let mut state = entry;
+        let verdict = self.bucket.reserve_micros(&mut state, now, cost, max_wait);
+        (verdict, stored(state))
     }
 }
 
@@ -208,57 +170,10 @@ mod tests {
 
     use super::*;
     use crate::Policy;
-    use crate::algorithm::{TokenBucketState, near_cases};
 
     fn bucket() -> SeqBucket {
         let policy = Policy::token_bucket("t", 1, Duration::from_secs(3600), 5).unwrap();
         SeqBucket::new(policy.algorithm()).unwrap()
-    }
-
-    /// Every way through the bucket decides and leaves the state as the
-    /// token bucket algorithm does on the same state (the memory store's
-    /// entry): requests on time, near and far from the bucket's time, and
-    /// late ones, checks and reservations, every rate shape.
-    #[test]
-    fn decides_as_the_algorithm() {
-        let mut rng = fastrand::Rng::with_seed(5);
-        let mut late = 0;
-        for (rate, per, burst) in near_cases::RATES {
-            let policy =
-                Policy::token_bucket("t", rate, Duration::from_micros(per), burst).unwrap();
-            let Algorithm::TokenBucket(algorithm) = policy.algorithm() else {
-                unreachable!("a token bucket policy");
-            };
-            let bucket = SeqBucket::new(policy.algorithm()).unwrap();
-            let unit = bucket.gcra.rate().units_per_token;
-            for _ in 0..20_000 {
-                let now = rng.u64(1 << 40..1 << 50);
-                let at = match rng.u8(..3) {
-                    0 => now - rng.u64(..=10_000_000),
-                    1 => now + rng.u64(..=10_000_000),
-                    _ => now,
-                };
-                let deficit = match rng.u8(..3) {
-                    0 => 0,
-                    1 => rng.u64(..=burst * unit),
-                    _ => rng.u64(..=2 * burst * unit),
-                };
-                let entry = Entry::new(deficit, at);
-                let cost = rng.u64(..=burst);
-                let max_wait = if rng.bool() { 0 } else { rng.u64(..10_000_000) };
-                let mut state = TokenBucketState {
-                    deficit: entry.deficit,
-                    at: entry.at,
-                };
-                let want = algorithm.reserve_micros(&mut state, now, cost, max_wait);
-                let got = bucket.step(entry, now, cost, max_wait);
-                let context = format!("{entry:?} at {now}, cost {cost}, wait {max_wait}");
-                assert_eq!(got.0, want, "{context}");
-                assert_eq!(got.1, Entry::new(state.deficit, state.at), "{context}");
-                late += u32::from(now < entry.at);
-            }
-        }
-        assert!(late > 10_000, "late requests come up: {late}");
     }
 
     /// While one thread writes states whose two numbers are equal, the
@@ -289,7 +204,7 @@ mod tests {
                         break seq;
                     }
                 };
-                bucket.write(seq, Entry { deficit: k, at: k });
+                bucket.write(seq, TokenBucketState { deficit: k, at: k });
             }
             done.store(true, Ordering::Relaxed);
             readers
@@ -307,15 +222,18 @@ mod tests {
     #[test]
     fn a_writers_turn_and_a_stale_claim_are_refused() {
         let bucket = bucket();
-        assert_eq!(bucket.read(), Some((0, Entry::default())));
+        assert_eq!(bucket.read(), Some((0, TokenBucketState::default())));
         // A weak compare-and-swap may fail spuriously (LL/SC machines).
         assert!((0..1_000).any(|_| bucket.claim(0)));
         assert_eq!(bucket.read(), None, "mid-write");
         assert!(!bucket.claim(0), "one writer at a time");
-        bucket.write(0, Entry::new(7, 9));
-        assert_eq!(bucket.read(), Some((2, Entry::new(7, 9))));
+        bucket.write(0, TokenBucketState { deficit: 7, at: 9 });
+        assert_eq!(
+            bucket.read(),
+            Some((2, TokenBucketState { deficit: 7, at: 9 }))
+        );
         assert!(!bucket.claim(0), "a claim from before the write");
         bucket.reset();
-        assert_eq!(bucket.read(), Some((4, Entry::default())));
+        assert_eq!(bucket.read(), Some((4, TokenBucketState::default())));
     }
 }
