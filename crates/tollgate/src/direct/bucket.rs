@@ -165,6 +165,7 @@ fn wait_turn(spins: &mut u32) {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Barrier;
     use std::sync::atomic::AtomicBool;
     use std::time::Duration;
 
@@ -177,27 +178,35 @@ mod tests {
     }
 
     /// While one thread writes states whose two numbers are equal, the
-    /// others' copies are always one whole state, never parts of two.
+    /// others' copies are always one whole state, never parts of two. The
+    /// writer goes on until the readers have copied enough, however the
+    /// threads are scheduled (the whole suite shares two cores).
     #[test]
     fn copies_are_never_torn() {
         let bucket = bucket();
         let done = AtomicBool::new(false);
-        let (copies, torn) = std::thread::scope(|s| {
+        let copied = AtomicU64::new(0);
+        let start = Barrier::new(3);
+        let (writes, torn) = std::thread::scope(|s| {
             let readers: Vec<_> = (0..2)
                 .map(|_| {
                     s.spawn(|| {
-                        let (mut copies, mut torn) = (0u64, 0u64);
+                        start.wait();
+                        let mut torn = 0u64;
                         while !done.load(Ordering::Relaxed) {
                             if let Some((_, e)) = bucket.read() {
-                                copies += 1;
+                                copied.fetch_add(1, Ordering::Relaxed);
                                 torn += u64::from(e.deficit != e.at);
                             }
                         }
-                        (copies, torn)
+                        torn
                     })
                 })
                 .collect();
-            for k in 1..=200_000u64 {
+            start.wait();
+            let mut k = 0u64;
+            while k < 200_000 || (copied.load(Ordering::Relaxed) < 100_000 && k < 1 << 30) {
+                k += 1;
                 let seq = loop {
                     let seq = bucket.seq.load(Ordering::Relaxed);
                     if bucket.claim(seq) {
@@ -207,14 +216,13 @@ mod tests {
                 bucket.write(seq, TokenBucketState { deficit: k, at: k });
             }
             done.store(true, Ordering::Relaxed);
-            readers
-                .into_iter()
-                .map(|r| r.join().unwrap())
-                .fold((0, 0), |(c, t), (rc, rt)| (c + rc, t + rt))
+            let torn: u64 = readers.into_iter().map(|r| r.join().unwrap()).sum();
+            (k, torn)
         });
-        assert!(copies > 0, "the readers copied something");
+        let copies = copied.load(Ordering::Relaxed);
+        assert!(copies >= 100_000, "the readers copied {copies} states");
         assert_eq!(torn, 0, "{torn} of {copies} copies mixed two states");
-        assert_eq!(bucket.seq.load(Ordering::Relaxed), 400_000);
+        assert_eq!(bucket.seq.load(Ordering::Relaxed), 2 * writes);
     }
 
     /// A writer's turn (odd sequence) refuses copies; a claim from a stale
