@@ -94,11 +94,16 @@ impl Harness {
 
     /// Checks what every case must leave behind: no key without a TTL.
     pub(crate) async fn finish(self) {
+        self.assert_ttls_above(0, "every key must expire");
+    }
+
+    /// Every key that has a TTL (Redis) has more than `ms` left.
+    pub(crate) fn assert_ttls_above(&self, ms: i64, why: &str) {
         for (key, ttl) in self.keys() {
             if let Some(ttl) = ttl {
                 assert!(
-                    ttl > 0,
-                    "key {:?} has PTTL {ttl}: every key must expire",
+                    ttl > ms,
+                    "key {:?} has PTTL {ttl}: {why}",
                     String::from_utf8_lossy(&key)
                 );
             }
@@ -256,16 +261,8 @@ pub(crate) async fn a_late_request_keeps_the_bucket_until_it_is_full(
     assert!(late.allowed);
     assert_eq!(late.remaining, 1);
     assert_eq!(late.reset_after, Duration::from_micros(3_333_334));
-    for (key, ttl) in h.keys() {
-        if let Some(ttl) = ttl {
-            // Less a second for a slow machine between the call and now.
-            assert!(
-                ttl > 2_333,
-                "key {:?} lives {ttl} ms, not until the bucket is full",
-                String::from_utf8_lossy(&key)
-            );
-        }
-    }
+    // Less a second for a slow machine between the call and now.
+    h.assert_ttls_above(2_333, "the key must live until the bucket is full");
     // Half a second on: 2.5 tokens missing, so 1 left after one more.
     let on_time = decide(t0 + 500_000, 1).await;
     assert_eq!((on_time.allowed, on_time.remaining), (true, 1));
