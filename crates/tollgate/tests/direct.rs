@@ -112,7 +112,8 @@ proptest! {
 
     /// Token buckets that refill within milliseconds, on steps of a few
     /// milliseconds either way: the rules for late requests (taken at the
-    /// bucket's time, and an earlier expiry after one) come up often.
+    /// bucket's time, their reset and retry counted from their own) come
+    /// up often.
     #[test]
     fn token_buckets_take_late_requests_as_the_memory_store(
         policy in (1..=7u64, 1..=20u64, 1..=5u64).prop_map(|(r, p, b)| {
@@ -214,12 +215,9 @@ impl Clock for TwoClocks {
     }
 }
 
-/// A token bucket raced by threads on time and threads late (1 ms or 20 s):
-/// late requests take the general way, timely ones after timely ones the
-/// short one, and the two race each other for the sequence lock; still
-/// exactly the burst is admitted. (One an
-/// hour, so that the lateness refills less than a token and the late
-/// requests' earlier expiry never comes.)
+/// A token bucket raced by threads on time and threads late (1 ms or 20 s),
+/// all for the sequence lock; still exactly the burst is admitted. (One an
+/// hour, so that the lateness refills less than a token.)
 #[test]
 fn racing_late_threads_lose_no_update() {
     let policy = Policy::token_bucket("bucket", 1, Duration::from_secs(3600), 5_000).unwrap();
