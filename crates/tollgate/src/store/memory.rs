@@ -729,10 +729,66 @@ mod tests {
     fn a_policy_that_changes_algorithm_starts_fresh() {
         let clock = ManualClock::new(0);
         let store = store(&clock, 1024);
-        let before = Policy::fixed_window("api", 1, Duration::from_secs(60)).unwrap();
-        let after = Policy::sliding_log("api", 1, Duration::from_secs(60)).unwrap();
-        assert!(store.check_sync(&before, b"k", 1).unwrap().allowed);
-        assert!(!store.check_sync(&before, b"k", 1).unwrap().allowed);
-        assert!(store.check_sync(&after, b"k", 1).unwrap().allowed);
+        let minute = Duration::from_secs(60);
+        // Words to a list, to other words, and back: each change finds the
+        // key held for another algorithm, and the state it left behind
+        // does not come back.
+        let sequence = [
+            Policy::fixed_window("api", 1, minute).unwrap(),
+            Policy::sliding_log("api", 1, minute).unwrap(),
+            Policy::fixed_window("api", 1, minute).unwrap(),
+            Policy::token_bucket("api", 1, minute, 1).unwrap(),
+            Policy::gcra("api", 1, minute, 1).unwrap(),
+            Policy::sliding_log("api", 1, minute).unwrap(),
+        ];
+        for policy in &sequence {
+            let name = policy.algorithm().name();
+            assert!(store.check_sync(policy, b"k", 1).unwrap().allowed, "{name}");
+            assert!(
+                !store.check_sync(policy, b"k", 1).unwrap().allowed,
+                "{name}"
+            );
+            assert_eq!(store.len(), 1, "{name}: the key is held once");
+        }
+    }
+
+    #[test]
+    fn racing_callers_on_one_key_lose_no_update() {
+        // A frozen clock: nothing refills or ages out, so exactly `limit`
+        // of the racing requests are admitted, however they interleave.
+        let clock = ManualClock::new(1_000_000_000);
+        let store = store(&clock, 1024);
+        let hour = Duration::from_secs(3600);
+        let limit = 20_000;
+        let policies = [
+            Policy::fixed_window("fw", limit, hour).unwrap(),
+            Policy::sliding_window("sw", limit, hour).unwrap(),
+            Policy::token_bucket("tb", 1, hour, limit).unwrap(),
+            Policy::gcra("gcra", 1, hour, limit).unwrap(),
+            Policy::leaky_bucket("lb", 1, hour, limit).unwrap(),
+            Policy::sliding_log("sl", 5_000, hour).unwrap(),
+        ];
+        for policy in &policies {
+            let admitted = AtomicU64::new(0);
+            let bound = match policy.algorithm() {
+                Algorithm::SlidingLog(_) => 5_000,
+                _ => limit,
+            };
+            std::thread::scope(|s| {
+                for _ in 0..4 {
+                    s.spawn(|| {
+                        for _ in 0..bound / 3 {
+                            if store.check_sync(policy, b"hot", 1).unwrap().allowed {
+                                admitted.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                    });
+                }
+            });
+            let name = policy.algorithm().name();
+            assert_eq!(admitted.into_inner(), bound, "{name}");
+            let peek = store.check_sync(policy, b"hot", 0).unwrap();
+            assert_eq!(peek.remaining, 0, "{name}");
+        }
     }
 }
