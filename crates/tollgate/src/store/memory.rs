@@ -730,9 +730,10 @@ mod tests {
         let clock = ManualClock::new(0);
         let store = store(&clock, 1024);
         let minute = Duration::from_secs(60);
-        // Words to a list, to other words, and back: each change finds the
-        // key held for another algorithm, and the state it left behind
-        // does not come back.
+        // A window to a log, to a window again, to the buckets and back to
+        // a log: each change finds the key's state of another algorithm,
+        // which counts as fresh, and the state left behind does not come
+        // back.
         let sequence = [
             Policy::fixed_window("api", 1, minute).unwrap(),
             Policy::sliding_log("api", 1, minute).unwrap(),
