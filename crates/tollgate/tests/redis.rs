@@ -710,20 +710,24 @@ fn braces_in_user_keys_keep_their_slot_and_never_collide() {
 }
 
 /// Client time can arrive late: an application server whose clock is behind
-/// another's. For the algorithms whose state only an admission changes in
-/// both stores (fixed window, leaky bucket), a late request decides as the
-/// memory store decides at the same instant: it counts in the latest
-/// window, and never sees a shorter queue. Steps back stay within the life
-/// of the state, and the memory store never sweeps, so both stores hold
-/// the same state. (The others differ on late requests only: memory also
-/// keeps what a denial computed, a refill or a rolled window, which Redis
-/// does not write.)
+/// another's. In both stores only an admission changes a state (a denial's
+/// refill or rolled window is not kept; the sliding log's trim is the same
+/// in both), so a late request decides as the memory store decides at the
+/// same instant: it counts in the latest window, never sees a fuller
+/// bucket or a shorter queue. Steps back stay within the life of the
+/// state, and the memory store never sweeps, so both stores hold the same
+/// state.
 #[test]
 fn late_client_time_requests_decide_as_memory() {
     let rt = runtime();
     let second = Duration::from_secs(1);
     let policies = prop_oneof![
         (2..=5u64).prop_map(move |l| Policy::fixed_window("fw", l, second).unwrap()),
+        (2..=5u64).prop_map(move |l| Policy::sliding_window("sw", l, second).unwrap()),
+        (2..=5u64).prop_map(move |l| Policy::sliding_log("sl", l, second).unwrap()),
+        (1..=4u64, 2..=5u64)
+            .prop_map(move |(r, b)| Policy::token_bucket("tb", r, second, b).unwrap()),
+        (1..=4u64, 2..=5u64).prop_map(move |(r, b)| Policy::gcra("gcra", r, second, b).unwrap()),
         (1..=4u64, 2..=5u64)
             .prop_map(move |(r, c)| Policy::leaky_bucket("lb", r, second, c).unwrap()),
     ];
@@ -731,7 +735,7 @@ fn late_client_time_requests_decide_as_memory() {
     // state may forget it in memory, which a late request would then see).
     let trace = prop::collection::vec((-300..=400i64, 1..=2u64), 1..30);
     let config = ProptestConfig {
-        cases: 48,
+        cases: 144,
         ..ProptestConfig::default()
     };
     proptest!(config, |(policy in policies, trace in trace, t0 in 1_600_000_000u64..1_800_000_000)| {

@@ -75,31 +75,33 @@ impl SlidingWindow {
     ) -> Verdict {
         let (w, l) = (self.window, self.limit);
         let current = self.per_window.div(now);
-        if state.window + 1 == current {
-            *state = SlidingWindowState {
-                window: current,
-                prev: state.curr,
-                curr: 0,
-            };
+        // The windows as of `now`; kept only by an admission of a cost > 0
+        // (a denial or a peek leaves `state` as it was, as the Redis script
+        // writes nothing then: the same counts while time moves forward,
+        // and the same answers to a request that comes late afterwards).
+        let (window, prev, curr) = if state.window + 1 == current {
+            (current, state.curr, 0)
         } else if state.window < current {
-            *state = SlidingWindowState {
-                window: current,
-                prev: 0,
-                curr: 0,
-            };
-        }
-        let SlidingWindowState { window, prev, curr } = *state;
+            (current, 0, 0)
+        } else {
+            (state.window, state.prev, state.curr)
+        };
         let start = window * w;
         let e = now.saturating_sub(start);
         // Everything below fits in u64: prev, curr ≤ limit and 2·limit·w < 2^53.
         let weighted_prev = prev * (w - e);
         let allowed = weighted_prev + (curr + cost) * w <= l * w;
-        if allowed {
-            state.curr += cost;
+        let curr_after = if allowed { curr + cost } else { curr };
+        if curr_after != curr {
+            *state = SlidingWindowState {
+                window,
+                prev,
+                curr: curr_after,
+            };
         }
         let remaining = self
             .per_window
-            .div((l * w).saturating_sub(weighted_prev + state.curr * w));
+            .div((l * w).saturating_sub(weighted_prev + curr_after * w));
         let retry_at = if allowed {
             now
         } else if curr + cost <= l {
@@ -111,7 +113,7 @@ impl SlidingWindow {
             // curr·(w − e'') ≤ (l − cost)·w.
             start + w + w.saturating_sub((l - cost) * w / curr)
         };
-        let reset_at = if state.curr > 0 {
+        let reset_at = if curr_after > 0 {
             start + 2 * w
         } else if prev > 0 {
             start + w

@@ -107,6 +107,12 @@ impl TokenBucket {
     /// `retry_after` count from its own `now`, so that a store keeps the
     /// state until the bucket is really full (a state forgotten sooner
     /// would hand a late caller a full bucket early).
+    ///
+    /// Only an admission of a cost > 0 changes `state` (refilled, then
+    /// drawn): a denial or a peek leaves it as it was, refill and time
+    /// included, as the Redis script writes nothing then. While time moves
+    /// forward that is the same bucket; for a request that comes late
+    /// afterwards it keeps memory and Redis deciding alike.
     #[inline]
     pub(crate) fn reserve_micros(
         &self,
@@ -115,21 +121,23 @@ impl TokenBucket {
         cost: u64,
         max_wait: u64,
     ) -> Verdict {
-        self.refill(state, now);
+        let mut bucket = *state;
+        self.refill(&mut bucket, now);
         // The refill leaves the bucket's time at or after `now`.
-        let late = state.at - now;
+        let late = bucket.at - now;
         let need = cost * self.rate.units_per_token;
         // The wait for the request to fit: none, without a division, when
         // it fits now (the common case).
-        let over = (state.deficit + need).saturating_sub(self.capacity);
+        let over = (bucket.deficit + need).saturating_sub(self.capacity);
         let wait = if over == 0 {
             0
         } else {
             self.div.per_micro.div_ceil(over)
         };
         let allowed = wait <= max_wait;
-        if allowed {
-            state.deficit += need;
+        if allowed && need > 0 {
+            bucket.deficit += need;
+            *state = bucket;
         }
         Verdict {
             allowed,
@@ -137,8 +145,8 @@ impl TokenBucket {
             remaining: self
                 .div
                 .per_token
-                .div(self.capacity.saturating_sub(state.deficit)),
-            reset_after: match state.deficit {
+                .div(self.capacity.saturating_sub(bucket.deficit)),
+            reset_after: match bucket.deficit {
                 0 => 0,
                 deficit => late + self.div.per_micro.div_ceil(deficit),
             },
