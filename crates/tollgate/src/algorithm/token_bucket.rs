@@ -108,11 +108,14 @@ impl TokenBucket {
     /// state until the bucket is really full (a state forgotten sooner
     /// would hand a late caller a full bucket early).
     ///
-    /// Only an admission of a cost > 0 changes `state` (refilled, then
-    /// drawn): a denial or a peek leaves it as it was, refill and time
-    /// included, as the Redis script writes nothing then. While time moves
-    /// forward that is the same bucket; for a request that comes late
-    /// afterwards it keeps memory and Redis deciding alike.
+    /// A denial or a peek keeps the refill it computed (the bucket's time
+    /// moves up to `now`), which the Redis script does not write: while
+    /// time moves forward that is the same bucket, but a request that comes
+    /// late after a denial finds, in memory, the tokens refilled up to the
+    /// denial's time. Leaving the state untouched then would make the two
+    /// stores agree; it was measured to cost `DirectLimiter`'s bucket
+    /// 15–40% a decision (the copy and the conditional write), so it waits
+    /// for a form that does not.
     #[inline]
     pub(crate) fn reserve_micros(
         &self,
@@ -121,23 +124,21 @@ impl TokenBucket {
         cost: u64,
         max_wait: u64,
     ) -> Verdict {
-        let mut bucket = *state;
-        self.refill(&mut bucket, now);
+        self.refill(state, now);
         // The refill leaves the bucket's time at or after `now`.
-        let late = bucket.at - now;
+        let late = state.at - now;
         let need = cost * self.rate.units_per_token;
         // The wait for the request to fit: none, without a division, when
         // it fits now (the common case).
-        let over = (bucket.deficit + need).saturating_sub(self.capacity);
+        let over = (state.deficit + need).saturating_sub(self.capacity);
         let wait = if over == 0 {
             0
         } else {
             self.div.per_micro.div_ceil(over)
         };
         let allowed = wait <= max_wait;
-        if allowed && need > 0 {
-            bucket.deficit += need;
-            *state = bucket;
+        if allowed {
+            state.deficit += need;
         }
         Verdict {
             allowed,
@@ -145,8 +146,8 @@ impl TokenBucket {
             remaining: self
                 .div
                 .per_token
-                .div(self.capacity.saturating_sub(bucket.deficit)),
-            reset_after: match bucket.deficit {
+                .div(self.capacity.saturating_sub(state.deficit)),
+            reset_after: match state.deficit {
                 0 => 0,
                 deficit => late + self.div.per_micro.div_ceil(deficit),
             },

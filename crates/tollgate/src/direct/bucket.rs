@@ -11,7 +11,7 @@
 //! value it copied under, so that a claim that succeeds proves the copy is
 //! still the state. The claimant writes the numbers and ends the sequence's
 //! odd turn; no one else writes in it, and readers retry. A decision that
-//! changes nothing (a denial, a peek before the bucket is full) writes nothing.
+//! changes nothing (a denial at the bucket's time, a peek) writes nothing.
 //!
 //! Unlike a compare-and-swap on the whole state, a writer holds the others
 //! off for its stores; a caller that finds the sequence odd spins a little,
@@ -26,12 +26,10 @@ use std::sync::atomic::{AtomicU64, Ordering, fence};
 use crate::algorithm::{Algorithm, TokenBucket, TokenBucketState};
 use crate::decision::Verdict;
 
-/// `state` after a decision, or the fresh one when the decision finds
-/// nothing left to refill (`reset_after` 0), as the memory store drops an
-/// entry with nothing to reset. (A peek or a denial leaves the state
-/// unrefilled, so its own deficit does not tell.)
-fn stored(state: TokenBucketState, verdict: &Verdict) -> TokenBucketState {
-    if verdict.reset_after == 0 {
+/// `state`, or the fresh one when nothing is left to refill, as the memory
+/// store drops an entry with nothing to reset.
+fn stored(state: TokenBucketState) -> TokenBucketState {
+    if state.deficit == 0 {
         TokenBucketState::default()
     } else {
         state
@@ -150,7 +148,7 @@ impl SeqBucket {
     ) -> (Verdict, TokenBucketState) {
         let mut state = entry;
         let verdict = self.bucket.reserve_micros(&mut state, now, cost, max_wait);
-        (verdict, stored(state, &verdict))
+        (verdict, stored(state))
     }
 }
 
