@@ -1,5 +1,5 @@
 //! The algorithms: pure functions from (state, now, cost, parameters) to a
-//! [`Decision`](crate::Decision) and the new state. No I/O, no clock, no
+//! [`Decision`] and the new state. No I/O, no clock, no
 //! floating point: time is integer microseconds since the Unix epoch and
 //! every quantity is an exact integer.
 //!
