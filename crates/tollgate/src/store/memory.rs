@@ -771,10 +771,7 @@ mod tests {
         ];
         for policy in &policies {
             let admitted = AtomicU64::new(0);
-            let bound = match policy.algorithm() {
-                Algorithm::SlidingLog(_) => 5_000,
-                _ => limit,
-            };
+            let (bound, _) = policy.algorithm().limit();
             std::thread::scope(|s| {
                 for _ in 0..4 {
                     s.spawn(|| {
