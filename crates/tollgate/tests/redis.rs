@@ -709,6 +709,41 @@ fn braces_in_user_keys_keep_their_slot_and_never_collide() {
     Deployment::Cluster.assert_every_key_expires();
 }
 
+/// Two callers in client time, one clock 300 ms behind the other, share a
+/// fixed window of one per second. The one ahead takes the window's last
+/// admission 1 ms before its end; on the server's clock, which runs the
+/// key's TTL, the window is then over 1 ms later. The caller behind, still
+/// inside that window on its clock, must find the count (and be denied, as
+/// memory decides), not a missing key and a fresh window.
+#[test]
+fn a_caller_whose_clock_is_behind_finds_the_windows_count() {
+    let rt = runtime();
+    rt.block_on(async {
+        let start = 1_700_000_000_000_000u64;
+        let (ahead, behind) = (
+            ManualClock::new(start + 999_000),
+            ManualClock::new(start + 699_000),
+        );
+        let prefix = fresh_prefix("skew");
+        let store = |clock: &ManualClock| {
+            RedisStore::builder(Deployment::Standalone.urls())
+                .prefix(prefix.clone())
+                .time_source(TimeSource::Client(Arc::new(clock.clone())))
+                .connect()
+        };
+        let (a, b) = (store(&ahead).await.unwrap(), store(&behind).await.unwrap());
+        let policy = Policy::fixed_window("skew", 1, Duration::from_secs(1)).unwrap();
+        assert!(a.check(&policy, b"k", 1).await.unwrap().allowed);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let late = b.check(&policy, b"k", 1).await.unwrap();
+        assert!(!late.allowed, "the count was gone: {late:?}");
+        // On the clock ahead the next window opens.
+        ahead.set(start + 1_000_000);
+        assert!(a.check(&policy, b"k", 1).await.unwrap().allowed);
+    });
+    Deployment::Standalone.assert_every_key_expires();
+}
+
 /// Client time can arrive late: an application server whose clock is behind
 /// another's. For every algorithm but the token bucket, only an admission
 /// changes a state in both stores (a denial's rolled window is not kept;

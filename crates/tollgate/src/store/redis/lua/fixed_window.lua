@@ -13,10 +13,17 @@
 -- Writes   an admission is one HINCRBY on field k_now; when that creates
 --          the field (the first admission of a window), the script looks
 --          at the hash: a new window drops the previous field and sets
---          PEXPIRE = until the window's end, when the state is fresh
---          again; a later stored window takes the request instead. A
---          denial undoes its HINCRBY. Peeks and the batch's dry run read
---          with HGETALL and write nothing.
+--          PEXPIRE = until one window after the window's end; a later
+--          stored window takes the request instead. A denial undoes its
+--          HINCRBY. Peeks and the batch's dry run read with HGETALL and
+--          write nothing.
+-- Expiry   the state is fresh at the window's end, but the TTL runs on the
+--          server's clock: in client time a caller whose clock is behind
+--          is still in the window after it ended on the server's clock
+--          (and the simulator's or a test's clock may step back while the
+--          server's runs on). The extra window keeps the count for such
+--          a late request, which then counts in the latest window as in
+--          memory, instead of finding no key and starting the window over.
 
 local function fixed_window(key, now, limit, window, cost, cost_text, dry)
   local k = math.floor(now / window)
@@ -40,7 +47,7 @@ local function fixed_window(key, now, limit, window, cost, cost_text, dry)
             redis.call('HDEL', key, fields[i])
           end
         end
-        redis.call('PEXPIRE', key, string.format('%d', math.max(1, math.ceil(((k + 1) * window - now) / 1000))))
+        redis.call('PEXPIRE', key, string.format('%d', math.ceil(((k + 2) * window - now) / 1000)))
       else
         redis.call('HDEL', key, field)
         k = latest
