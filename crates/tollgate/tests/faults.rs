@@ -324,9 +324,11 @@ fn a_frozen_server_is_bypassed_and_nothing_from_the_outage_is_applied_later() {
 
 /// An atomic batch shares the single scripts' deadline rule: sent to a
 /// frozen server and run after its deadline once the server resumes, it
-/// answers an error and writes none of its keys.
+/// answers an error and writes none of its keys. So does a single check of
+/// the fixed window, whose script on the server's clock reads `TIME` only
+/// for a deadline.
 #[test]
-fn an_atomic_batch_run_after_its_deadline_writes_nothing() {
+fn calls_run_after_their_deadline_write_nothing() {
     let server = RedisServer::start();
     runtime().block_on(async {
         let store = redis(&server).await;
@@ -345,13 +347,18 @@ fn an_atomic_batch_run_after_its_deadline_writes_nothing() {
         assert!(first.iter().all(|d| d.allowed && d.remaining == 9));
         let requests = batch(1);
         tokio::task::block_in_place(|| server.stop());
-        let (late, ()) = tokio::join!(store.check_many(&requests, true), async {
-            tokio::time::sleep(DEADLINE * 4).await;
-            tokio::task::block_in_place(|| server.cont());
-        });
-        let err = late.unwrap_err();
-        assert!(err.is_transient(), "{err}");
-        assert!(err.to_string().contains("deadline"), "{err}");
+        let (late, late_single, ()) = tokio::join!(
+            store.check_many(&requests, true),
+            store.check(&window, b"k", 1),
+            async {
+                tokio::time::sleep(DEADLINE * 4).await;
+                tokio::task::block_in_place(|| server.cont());
+            }
+        );
+        for err in [late.unwrap_err(), late_single.unwrap_err()] {
+            assert!(err.is_transient(), "{err}");
+            assert!(err.to_string().contains("deadline"), "{err}");
+        }
         let after = store.check_many(&batch(0), true).await.unwrap();
         assert!(
             after.iter().all(|d| d.remaining == 9),

@@ -390,6 +390,19 @@ fn contention(deployment: Deployment) {
             "admissions in only {windows} windows of 100 ms over 2 s"
         );
 
+        // The same with a window of 100.5 ms, not whole ms: the form that
+        // reads `TIME` on every call (fixed_window.lua) instead of the key
+        // expiring with its window (fixed_window_server.lua).
+        let w = 100_500u64;
+        let fw = Policy::fixed_window("short-us", limit, Duration::from_micros(w)).unwrap();
+        assert!(store.key_of(&fw, b"hot").ends_with(b":fw"));
+        let admitted = hammer(store.clone(), Arc::new(fw), run).await;
+        let windows = fixed_window_bound(&admitted, limit, w);
+        assert!(
+            windows >= 2,
+            "admissions in only {windows} windows of 100.5 ms over 2 s"
+        );
+
         // Sliding log: at most `limit` in every window-long interval.
         let (limit, w) = (40u64, 500_000u64);
         let sl = Arc::new(Policy::sliding_log("sl", limit, Duration::from_micros(w)).unwrap());
@@ -533,6 +546,123 @@ fn script_flush_under_load_is_invisible_standalone() {
 #[test]
 fn script_flush_under_load_is_invisible_on_a_cluster() {
     flush_under_load(Deployment::Cluster, None);
+}
+
+// ------------------------------------------------- the server-clock window
+
+/// The fixed window on the server's clock reads no clock on its hot path:
+/// the key's expiry ends the window. Each call here is pipelined between
+/// two `TIME`s, so the server's time at the call is known within a round
+/// trip; the reply's tag names the window (k mod 4), which must lie in
+/// that bracket, its count must be what the window admitted so far, and
+/// the key must expire at the window's last millisecond. A key that lived
+/// a millisecond too long, or a window counted from the wrong time, shows
+/// as a wrong expiry, and as a count carried into the next window.
+#[test]
+fn the_server_clock_window_ends_exactly_at_the_windows_end() {
+    let server = standalone();
+    runtime().block_on(async {
+        let store = connect(vec![server.url()], TimeSource::Server, "exact").await;
+        let (limit, w) = (3u64, 20_000u64);
+        let policy = Policy::fixed_window("exact", limit, Duration::from_micros(w)).unwrap();
+        let (sha, key, args) = store.evalsha_call(&policy, b"k", 1).unwrap();
+        assert!(key.ends_with(b":fws"), "the server-clock form is used");
+        let client = redis::Client::open(server.url()).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let mut admitted = std::collections::HashMap::<u64, u64>::new();
+        let (mut calls, mut first_ms_calls) = (0, 0);
+        let end = unix_micros() + 300_000;
+        while unix_micros() < end {
+            let mut pipe = redis::pipe();
+            pipe.cmd("TIME")
+                .cmd("EVALSHA")
+                .arg(&sha)
+                .arg(1)
+                .arg(&key)
+                .arg(&args);
+            pipe.cmd("PEXPIRETIME").arg(&key).cmd("TIME");
+            let ((s0, u0), reply, expires, (s1, u1)): ((u64, u64), i64, i64, (u64, u64)) =
+                pipe.query_async(&mut conn).await.unwrap();
+            let (k0, k1) = ((s0 * 1_000_000 + u0) / w, (s1 * 1_000_000 + u1) / w);
+            assert!(k1 - k0 < 4, "a round trip longer than 3 windows");
+            let value = reply.unsigned_abs();
+            let (tag, count) = (value >> 50, value & ((1 << 50) - 1));
+            let k = (k0..=k1)
+                .find(|k| k % 4 + 1 == tag)
+                .unwrap_or_else(|| panic!("tag {tag} names none of windows {k0}..={k1}"));
+            let so_far = admitted.entry(k).or_default();
+            if reply > 0 {
+                *so_far += 1;
+                assert!(*so_far <= limit, "window {k}: {so_far} admitted");
+            } else {
+                assert_eq!(*so_far, limit, "window {k}: a denial below the limit");
+            }
+            assert_eq!(count, *so_far, "window {k}: the count");
+            if expires == -2 {
+                // Gone by the PEXPIRETIME that followed: only past its end.
+                assert!(k < k1, "window {k}: the key vanished inside the window");
+            } else {
+                assert_eq!(
+                    expires as u64,
+                    (k + 1) * w / 1000 - 1,
+                    "window {k}: the expiry"
+                );
+            }
+            calls += 1;
+            if (s1 * 1_000_000 + u1) % w < 1000 {
+                first_ms_calls += 1;
+            }
+        }
+        assert!(
+            admitted.len() >= 3 && first_ms_calls > 0,
+            "{calls} calls met {} windows, {first_ms_calls} in a first ms",
+            admitted.len()
+        );
+
+        // Through the store: the decision's times come from our estimate of
+        // the server's clock, and a denied caller who waits retry_after is
+        // admitted (nobody else uses the key).
+        let policy = Policy::fixed_window("retry", 1, Duration::from_millis(30)).unwrap();
+        let mut denied = 0;
+        for _ in 0..20 {
+            let d = store.check(&policy, b"k", 1).await.unwrap();
+            assert!(d.reset_after > Duration::ZERO && d.reset_after <= Duration::from_millis(30));
+            if !d.allowed {
+                denied += 1;
+                assert_eq!(d.remaining, 0);
+                assert!(d.retry_after > Duration::ZERO && d.retry_after <= d.reset_after);
+                tokio::time::sleep(d.retry_after).await;
+                let again = store.check(&policy, b"k", 1).await.unwrap();
+                assert!(again.allowed, "denied again after retry_after: {again:?}");
+            }
+        }
+        assert!(denied > 0);
+
+        // In an atomic batch beside a bucket: all or nothing.
+        let hour = Duration::from_secs(3600);
+        let window = Policy::fixed_window("batch-fw", 2, hour).unwrap();
+        let bucket = Policy::token_bucket("batch-tb", 1, hour, 5).unwrap();
+        let batch = |cost| {
+            [&window, &bucket].map(|policy| Request {
+                policy,
+                key: b"k",
+                cost,
+            })
+        };
+        for left in [1, 0] {
+            let both = store.check_many(&batch(1), true).await.unwrap();
+            assert!(both.iter().all(|d| d.allowed), "{both:?}");
+            assert_eq!(both[0].remaining, left);
+            assert!(both[0].reset_after > Duration::ZERO && both[0].reset_after <= hour);
+        }
+        let over = store.check_many(&batch(1), true).await.unwrap();
+        assert!(over.iter().all(|d| !d.allowed), "{over:?}");
+        assert!(over[0].retry_after > Duration::ZERO && over[0].retry_after <= hour);
+        assert_eq!(over[1].retry_after, Duration::ZERO, "the bucket had room");
+        let peek = store.check_many(&batch(0), true).await.unwrap();
+        assert_eq!((peek[0].remaining, peek[1].remaining), (0, 3), "{peek:?}");
+    });
+    Deployment::Standalone.assert_every_key_expires();
 }
 
 // --------------------------------------------------------------- bad input

@@ -11,8 +11,11 @@
 //! tag every `}` is written `\]` and every `\` is written `\\`, so a user
 //! key can never end the tag early (which would move its slot) and two
 //! different user keys never give the same Redis key. The algorithm suffix
-//! keeps a policy that changes algorithm from reading state of another
-//! shape. Policy names are limited to `A-Z a-z 0-9 _ - .`, and the prefix
+//! (`fw`, `sw`, `sl`, `tb`, `gcra`, `lb`, `cc`) keeps a policy that changes
+//! algorithm from reading state of another shape. A fixed window on the
+//! server's clock whose window is whole milliseconds and whose limit is
+//! below 2^50 keeps its state in another shape, a counter that expires with
+//! its window (`lua/fixed_window_server.lua`), under the suffix `fws`. Policy names are limited to `A-Z a-z 0-9 _ - .`, and the prefix
 //! may not contain braces.
 
 use crate::algorithm::Algorithm;
@@ -48,10 +51,14 @@ pub(crate) fn tag(algorithm: &Algorithm) -> &'static str {
     }
 }
 
-/// The Redis key holding `key`'s state under `policy`.
-pub fn redis_key(prefix: &str, policy: &Policy, key: &[u8]) -> Vec<u8> {
+/// The suffix of a fixed window's key in its server-clock form.
+pub(crate) const SERVER_WINDOW_TAG: &str = "fws";
+
+/// The Redis key holding `key`'s state under `policy`, whose state has the
+/// shape `suffix` names (see the module's doc).
+pub(crate) fn redis_key(prefix: &str, policy: &Policy, key: &[u8], suffix: &str) -> Vec<u8> {
     let name = policy.name().as_bytes();
-    let suffix = tag(policy.algorithm()).as_bytes();
+    let suffix = suffix.as_bytes();
     let mut out = Vec::with_capacity(prefix.len() + name.len() + key.len() + suffix.len() + 8);
     out.extend_from_slice(prefix.as_bytes());
     out.push(b'{');
@@ -109,15 +116,21 @@ mod tests {
     #[test]
     fn braces_in_user_keys_neither_move_the_slot_nor_collide() {
         let p = Policy::fixed_window("books", 1, Duration::from_secs(1)).unwrap();
-        let plain = redis_key("t:", &p, b"user");
+        let plain = redis_key("t:", &p, b"user", "fw");
         assert_eq!(plain, b"t:{books:user}:fw");
-        let braced = redis_key("t:", &p, b"us}er{");
+        let braced = redis_key("t:", &p, b"us}er{", "fw");
         assert_eq!(braced, b"t:{books:us\\]er{}:fw");
         // The tag is everything between the braces we wrote.
         assert_eq!(slot(&braced), crc16(b"books:us\\]er{") % 16384);
         // Escaping is injective.
-        assert_ne!(redis_key("t:", &p, b"a}"), redis_key("t:", &p, b"a\\]"));
-        assert_ne!(redis_key("t:", &p, b"a\\"), redis_key("t:", &p, b"a\\\\"));
+        assert_ne!(
+            redis_key("t:", &p, b"a}", "fw"),
+            redis_key("t:", &p, b"a\\]", "fw")
+        );
+        assert_ne!(
+            redis_key("t:", &p, b"a\\", "fw"),
+            redis_key("t:", &p, b"a\\\\", "fw")
+        );
     }
 
     #[test]

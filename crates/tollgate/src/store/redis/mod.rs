@@ -30,7 +30,7 @@ use redis::cluster::ClusterClientBuilder;
 
 use self::connection::Connection;
 use self::error::store_error;
-use self::keys::{DEFAULT_PREFIX, redis_key, tag, validate_prefix};
+use self::keys::{DEFAULT_PREFIX, SERVER_WINDOW_TAG, redis_key, tag, validate_prefix};
 use self::scripts::{Arg, Script, Scripts, pack, unpack};
 use super::{BoxFuture, Lease, Request, Store};
 use crate::algorithm::{Algorithm, LeaseId, MAX_EXACT};
@@ -39,8 +39,9 @@ use crate::{Clock, Decision, Error, Policy, Result, StoreErrorKind, SystemClock,
 /// Where the scripts read the time.
 #[derive(Debug, Clone, Default)]
 pub enum TimeSource {
-    /// The server's clock (`TIME` in the script): application servers with
-    /// skewed clocks still agree. The default.
+    /// The server's clock (`TIME` in the script; for a fixed window of
+    /// whole ms, the expiry of its key, see [`keys`]): application servers
+    /// with skewed clocks still agree. The default.
     #[default]
     Server,
     /// The caller's clock, passed as an argument: for Redis-compatible
@@ -71,8 +72,11 @@ struct Inner {
     /// Per decision, in µs; with server time, scripts that run later than
     /// this after the call write nothing.
     deadline: Option<u64>,
-    /// The server's clock minus ours, in µs, as last measured.
+    /// The server's clock minus ours, in µs, as last measured (with server
+    /// time only).
     offset: AtomicI64,
+    /// How far that measurement can be off: half its round trip, in µs.
+    offset_error: AtomicU64,
     /// When (our clock, µs) the offset was last measured or a measurement
     /// started, so that only one runs at a time.
     offset_at: AtomicU64,
@@ -172,11 +176,12 @@ impl RedisStoreBuilder {
                     .deadline
                     .map(|d| d.as_micros().min(MAX_EXACT as u128) as u64),
                 offset: AtomicI64::new(0),
+                offset_error: AtomicU64::new(0),
                 offset_at: AtomicU64::new(0),
             }),
         };
         store.load_scripts().await?;
-        if store.inner.deadline.is_some() {
+        if let TimeSource::Server = store.inner.time {
             store.measure_offset().await?;
         }
         Ok(store)
@@ -252,7 +257,16 @@ impl RedisStore {
 
     /// The Redis key holding `key`'s state under `policy`.
     pub fn key_of(&self, policy: &Policy, key: &[u8]) -> Vec<u8> {
-        redis_key(&self.inner.prefix, policy, key)
+        redis_key(&self.inner.prefix, policy, key, self.tag(policy))
+    }
+
+    /// The short name of the shape `policy`'s state has here, in keys and
+    /// in batch arguments.
+    fn tag(&self, policy: &Policy) -> &'static str {
+        match self.server_window(policy) {
+            Some(_) => SERVER_WINDOW_TAG,
+            None => tag(policy.algorithm()),
+        }
     }
 
     /// How many times scripts were (re)loaded, connect included.
@@ -290,6 +304,9 @@ impl RedisStore {
         self.inner
             .offset
             .store(server as i64 - local as i64, Ordering::Relaxed);
+        self.inner
+            .offset_error
+            .store((after - before).div_ceil(2), Ordering::Relaxed);
         self.inner.offset_at.store(after, Ordering::Relaxed);
         Ok(())
     }
@@ -297,9 +314,15 @@ impl RedisStore {
     /// The deadline argument: 0 (none), or when, on the server's clock, a
     /// call made now must have run.
     fn server_deadline(&self) -> u64 {
-        let Some(deadline) = self.inner.deadline else {
-            return 0;
-        };
+        match self.inner.deadline {
+            Some(deadline) => self.server_now() + deadline,
+            None => 0,
+        }
+    }
+
+    /// Our estimate of the server's clock now, in µs (within the offset's
+    /// error), measuring the offset again when it is older than 30 s.
+    fn server_now(&self) -> u64 {
         let now = SystemClock.now_micros();
         let at = self.inner.offset_at.load(Ordering::Relaxed);
         if now.saturating_sub(at) > OFFSET_REFRESH_MICROS
@@ -316,7 +339,24 @@ impl RedisStore {
             runtime.spawn(async move { store.measure_offset().await });
         }
         let offset = self.inner.offset.load(Ordering::Relaxed);
-        (now as i64 + offset) as u64 + deadline
+        (now as i64 + offset) as u64
+    }
+
+    /// The server-clock form of a fixed window, when `policy` has one here:
+    /// with server time, a window of whole ms and a limit below 2^50 (see
+    /// `lua/fixed_window_server.lua`).
+    fn server_window(&self, policy: &Policy) -> Option<ServerWindow> {
+        let (TimeSource::Server, Algorithm::FixedWindow(a)) =
+            (&self.inner.time, policy.algorithm())
+        else {
+            return None;
+        };
+        (a.window_micros().is_multiple_of(1000) && a.limit() < SERVER_WINDOW_TAG_UNIT).then(|| {
+            ServerWindow {
+                limit: a.limit(),
+                window: a.window_micros(),
+            }
+        })
     }
 
     /// The first two numbers of every call: the time source (-1 = the
@@ -352,7 +392,7 @@ impl RedisStore {
 
     /// Runs a script; its reply as numbers, checked to be whole.
     async fn run(&self, script: &Script, keys: &[&[u8]], args: &[Arg<'_>]) -> Result<Vec<f64>> {
-        let bytes = script
+        let bytes: Vec<u8> = script
             .run(&self.inner.conn, keys, args)
             .await
             .map_err(|e| store_error(&e))?;
@@ -370,13 +410,7 @@ impl RedisStore {
                 ),
             })?;
         if reply.first() == Some(&-1.0) {
-            return Err(Error::Store {
-                kind: StoreErrorKind::Timeout,
-                message: format!(
-                    "the server ran {} after the decision's deadline; nothing was written",
-                    script.name()
-                ),
-            });
+            return Err(late(script));
         }
         Ok(reply)
     }
@@ -392,6 +426,11 @@ impl RedisStore {
         key: &[u8],
         cost: u64,
     ) -> Result<(String, Vec<u8>, Vec<String>)> {
+        if let Some(w) = self.server_window(policy) {
+            let args = w.args(cost, 0);
+            let sha = self.inner.scripts.fixed_window_server.sha().to_string();
+            return Ok((sha, self.key_of(policy, key), args));
+        }
         let [time, _] = self.time_args()?;
         let mut args = vec![time.to_string(), "0".to_string()];
         args.extend(
@@ -411,6 +450,21 @@ impl RedisStore {
         max_wait: u64,
     ) -> Result<Decision> {
         let redis_key = self.key_of(policy, key);
+        if let Some(w) = self.server_window(policy) {
+            let sent = self.server_now();
+            let args = w.args(cost, self.server_deadline());
+            let args: Vec<Arg<'_>> = args.iter().map(|a| Arg::Str(a)).collect();
+            let script = &self.inner.scripts.fixed_window_server;
+            let reply: Option<i64> = script
+                .run(&self.inner.conn, &[&redis_key], &args)
+                .await
+                .map_err(|e| store_error(&e))?;
+            let Some(reply) = reply else {
+                return Err(late(script));
+            };
+            let error = self.inner.offset_error.load(Ordering::Relaxed);
+            return w.decision(reply, sent.saturating_sub(error), self.server_now() + error);
+        }
         let [time, deadline] = self.time_args()?;
         let mut numbers = vec![time, deadline];
         numbers.extend(params(policy.algorithm(), cost, max_wait));
@@ -472,8 +526,12 @@ impl RedisStore {
         }
         let mut args = vec![Arg::Bin(pack(&self.time_args()?))];
         for r in requests {
-            args.push(Arg::Str(tag(r.policy.algorithm())));
-            args.push(Arg::Bin(pack(&params(r.policy.algorithm(), r.cost, 0))));
+            args.push(Arg::Str(self.tag(r.policy)));
+            let numbers = match self.server_window(r.policy) {
+                Some(w) => vec![w.limit as f64, (w.window / 1000) as f64, r.cost as f64],
+                None => params(r.policy.algorithm(), r.cost, 0),
+            };
+            args.push(Arg::Bin(pack(&numbers)));
         }
         let key_refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
         let reply = self
@@ -495,6 +553,89 @@ impl RedisStore {
         validate_key(key)?;
         policy.require_rate("check")?;
         policy.validate_cost(cost)
+    }
+}
+
+/// The error of a script that ran after its deadline (and wrote nothing).
+fn late(script: &Script) -> Error {
+    Error::Store {
+        kind: StoreErrorKind::Timeout,
+        message: format!(
+            "the server ran {} after the decision's deadline; nothing was written",
+            script.name()
+        ),
+    }
+}
+
+/// 2^50: in the server-clock fixed window's value, the tag's unit (the
+/// count is the value modulo this).
+const SERVER_WINDOW_TAG_UNIT: u64 = 1 << 50;
+
+/// A fixed window in its server-clock form (`lua/fixed_window_server.lua`).
+#[derive(Debug, Clone, Copy)]
+struct ServerWindow {
+    limit: u64,
+    /// µs, a whole number of ms.
+    window: u64,
+}
+
+impl ServerWindow {
+    /// The script's arguments: cost, limit, window in ms, and the deadline
+    /// unless it is 0 (none).
+    fn args(&self, cost: u64, deadline: u64) -> Vec<String> {
+        let mut args = vec![
+            cost.to_string(),
+            self.limit.to_string(),
+            (self.window / 1000).to_string(),
+        ];
+        if deadline > 0 {
+            args.push(deadline.to_string());
+        }
+        args
+    }
+
+    /// The decision from the script's reply (the key's value, negated when
+    /// denied), the script having run, on the server's clock, at some time
+    /// in `[earliest, latest]` µs. The value's tag names the window modulo
+    /// 4, which is exact as long as our estimate of the server's clock is
+    /// within a window or so; `reset_after` is counted from `earliest`, so
+    /// that a caller who waits it from the answer never comes back before
+    /// the window ended.
+    fn decision(&self, reply: i64, earliest: u64, latest: u64) -> Result<Decision> {
+        let allowed = reply >= 0;
+        let value = reply.unsigned_abs();
+        let (tag, count) = (
+            value / SERVER_WINDOW_TAG_UNIT,
+            value % SERVER_WINDOW_TAG_UNIT,
+        );
+        if !(1..=4).contains(&tag) && value != 0 {
+            return Err(Error::Store {
+                kind: StoreErrorKind::Protocol,
+                message: format!("fixed_window_server replied {reply}, which names no window"),
+            });
+        }
+        let remaining = self.limit.saturating_sub(count);
+        if value == 0 {
+            return Ok(Decision::from_micros(
+                allowed, self.limit, remaining, 0, 0, 0,
+            ));
+        }
+        // The window whose index is tag - 1 modulo 4 nearest to the middle
+        // of the interval the script ran in.
+        let middle = earliest / 2 + latest / 2;
+        let guess = middle / self.window;
+        let k = match (tag - 1 + 4 - guess % 4) % 4 {
+            0 => guess,
+            1 => guess + 1,
+            d => guess.saturating_sub(4 - d),
+        };
+        let until_end = ((k + 1) * self.window)
+            .saturating_sub(earliest)
+            .clamp(1, self.window);
+        let retry = if allowed { 0 } else { until_end };
+        Ok(Decision::from_micros(
+            allowed, self.limit, remaining, until_end, retry, 0,
+        ))
     }
 }
 
@@ -656,5 +797,66 @@ impl Store for RedisStore {
                 .map_err(|e| store_error(&e))?;
             Ok(())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reply of fixed_window_server.lua for `count` in window `k`.
+    fn reply(k: u64, count: u64, allowed: bool) -> i64 {
+        let value = ((k % 4 + 1) * SERVER_WINDOW_TAG_UNIT + count) as i64;
+        if allowed { value } else { -value }
+    }
+
+    #[test]
+    fn a_server_window_reply_names_its_window_despite_a_rough_clock() {
+        let w = ServerWindow {
+            limit: 5,
+            window: 1_000_000,
+        };
+        let k = 1_700_000_000u64;
+        let start = k * w.window;
+        // Sent 300 ms into window k, answered 1 ms later.
+        let d = w
+            .decision(reply(k, 2, true), start + 300_000, start + 301_000)
+            .unwrap();
+        assert!(d.allowed);
+        assert_eq!(d.remaining, 3);
+        assert_eq!(d.reset_after, Duration::from_millis(700));
+        assert_eq!(d.retry_after, Duration::ZERO);
+        // Our estimate of the server's clock is already in window k + 1, or
+        // even k + 2: the tag still says k, which has just ended.
+        for ahead in [1_000_100, 1_900_000] {
+            let d = w
+                .decision(reply(k, 5, false), start + ahead, start + ahead + 1000)
+                .unwrap();
+            assert!(!d.allowed);
+            assert_eq!(d.remaining, 0);
+            assert_eq!(d.retry_after, Duration::from_micros(1), "{ahead}");
+        }
+        // Behind by most of a window: the tag says k + 1, a whole window
+        // (the most there can be) away.
+        let d = w
+            .decision(reply(k + 1, 1, true), start + 900_000, start + 901_000)
+            .unwrap();
+        assert_eq!(d.reset_after, Duration::from_secs(1));
+        // No key: nothing to reset.
+        let d = w.decision(0, start, start + 1000).unwrap();
+        assert_eq!(
+            (d.allowed, d.remaining, d.reset_after),
+            (true, 5, Duration::ZERO)
+        );
+        // A value without a tag is not ours.
+        assert!(w.decision(7, start, start + 1000).is_err());
+        assert!(
+            w.decision(
+                reply(k, 1, true) + 4 * SERVER_WINDOW_TAG_UNIT as i64,
+                start,
+                start
+            )
+            .is_err()
+        );
     }
 }

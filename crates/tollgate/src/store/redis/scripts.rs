@@ -15,8 +15,23 @@ use super::connection::Connection;
 use super::error::is_noscript;
 
 macro_rules! script {
-    ($($file:literal),+ ; $main:expr) => {
-        concat!(include_str!("lua/prologue.lua"), $(include_str!(concat!("lua/", $file)),)+ $main)
+    ($($file:tt),+ ; $main:expr) => {
+        concat!(include_str!("lua/prologue.lua"), $(lua!($file),)+ $main)
+    };
+}
+
+/// A file of `lua/`; `fixed_window_server_fn.lua` is that script's body
+/// wrapped in a function of its own KEYS and ARGV, for the batch.
+macro_rules! lua {
+    ("fixed_window_server_fn.lua") => {
+        concat!(
+            "local function fixed_window_server(KEYS, ARGV)\n",
+            include_str!("lua/fixed_window_server.lua"),
+            "end\n"
+        )
+    };
+    ($file:literal) => {
+        include_str!(concat!("lua/", $file))
     };
 }
 
@@ -71,6 +86,12 @@ end
 // both forms), so its HINCRBY need not print the number.
 pub(crate) const FIXED_WINDOW: &str = script!("fixed_window.lua";
     entry!("fixed_window", "ddddd", "5", "a1, a2, a3, ARGV[#ARGV]"));
+// The fixed window on the server's clock is a body, not a function (its
+// contract says why); its four arguments are text.
+pub(crate) const FIXED_WINDOW_SERVER: &str = concat!(
+    include_str!("lua/prologue.lua"),
+    include_str!("lua/fixed_window_server.lua")
+);
 pub(crate) const SLIDING_WINDOW: &str =
     script!("sliding_window.lua"; entry!("sliding_window", "ddddd", "5", "a1, a2, a3"));
 pub(crate) const SLIDING_LOG: &str =
@@ -83,7 +104,8 @@ pub(crate) const LEAKY_BUCKET: &str =
     script!("leaky_bucket.lua"; entry!("leaky_bucket", "dddddd", "6", "a1, a2, a3, a4"));
 pub(crate) const CONCURRENCY: &str = script!("decimal.lua", "concurrency.lua";
     entry!("concurrency", "dddd", "4", "a1, a2, ARGV[#ARGV - 1], ARGV[#ARGV]"));
-pub(crate) const BATCH: &str = script!("decimal.lua", "fixed_window.lua", "sliding_window.lua",
+pub(crate) const BATCH: &str = script!("decimal.lua", "fixed_window.lua", "fixed_window_server_fn.lua",
+"sliding_window.lua",
 "sliding_log.lua", "token_bucket.lua", "gcra.lua", "leaky_bucket.lua", "batch.lua";
 concat!(
     "\nlocal time, deadline = struct.unpack('<dd', ARGV[1])\n",
@@ -164,12 +186,12 @@ impl Script {
     }
 
     /// Runs the script; NOSCRIPT is handled here and never reaches callers.
-    pub(crate) async fn run(
+    pub(crate) async fn run<T: redis::FromRedisValue>(
         &self,
         conn: &Connection,
         keys: &[&[u8]],
         args: &[Arg<'_>],
-    ) -> RedisResult<Vec<u8>> {
+    ) -> RedisResult<T> {
         let cmd = self.evalsha(keys, args);
         let mut reloads = 0;
         loop {
@@ -222,6 +244,7 @@ pub(crate) fn unpack(reply: &[u8]) -> Option<Vec<f64>> {
 #[derive(Debug)]
 pub(crate) struct Scripts {
     pub(crate) fixed_window: Script,
+    pub(crate) fixed_window_server: Script,
     pub(crate) sliding_window: Script,
     pub(crate) sliding_log: Script,
     pub(crate) token_bucket: Script,
@@ -235,6 +258,7 @@ impl Scripts {
     pub(crate) fn new() -> Scripts {
         Scripts {
             fixed_window: Script::new("fixed_window", FIXED_WINDOW),
+            fixed_window_server: Script::new("fixed_window_server", FIXED_WINDOW_SERVER),
             sliding_window: Script::new("sliding_window", SLIDING_WINDOW),
             sliding_log: Script::new("sliding_log", SLIDING_LOG),
             token_bucket: Script::new("token_bucket", TOKEN_BUCKET),
@@ -245,9 +269,10 @@ impl Scripts {
         }
     }
 
-    pub(crate) fn all(&self) -> [&Script; 8] {
+    pub(crate) fn all(&self) -> [&Script; 9] {
         [
             &self.fixed_window,
+            &self.fixed_window_server,
             &self.sliding_window,
             &self.sliding_log,
             &self.token_bucket,

@@ -3,9 +3,10 @@
 -- KEYS[i]  the state of request i (each as its algorithm's script says);
 --          on Redis Cluster all keys must be in one slot
 -- ARGV[1]  time and deadline, packed (see prologue.lua)
--- ARGV[2i], ARGV[2i+1]  request i: its algorithm ("fw", "sw", "sl", "tb",
---          "gcra", "lb"), then its numbers as in its own script after the
---          deadline (tb and gcra with max_wait 0)
+-- ARGV[2i], ARGV[2i+1]  request i: its algorithm ("fw", "fws", "sw", "sl",
+--          "tb", "gcra", "lb"), then its numbers, packed: as in its own
+--          script after the deadline (tb and gcra with max_wait 0); for
+--          "fws" (fixed_window_server.lua) limit, window in ms, cost
 -- Reply    five doubles per request, as the algorithms reply, in one
 --          string; or the single double -1 when the deadline passed
 -- Rule     first every request is decided without writing; only if all are
@@ -21,6 +22,29 @@ local function decide(i, now, peek, dry)
   local alg = ARGV[2 * i]
   local a = {struct.unpack('<' .. string.rep('d', #ARGV[2 * i + 1] / 8), ARGV[2 * i + 1])}
   local key = KEYS[i]
+  if alg == 'fws' then
+    -- limit, window (ms), cost: the reply as the other algorithms', with
+    -- the window's end from `now`.
+    local limit, window, cost = a[1], a[2] * 1000, a[3]
+    if peek then
+      cost = 0
+    end
+    local args = {string.format('%d', cost), string.format('%d', limit), a[2]}
+    if dry then
+      args[5] = 'dry'
+    end
+    local v = fixed_window_server({key}, args)
+    local count = math.abs(v) % 1125899906842624
+    local until_end = (math.floor(now / window) + 1) * window - now
+    local reset = until_end
+    if count == 0 then
+      reset = 0
+    end
+    if v >= 0 then
+      return {1, math.max(0, limit - count), reset, 0, 0}
+    end
+    return {0, math.max(0, limit - count), reset, until_end, 0}
+  end
   if alg == 'fw' or alg == 'sw' or alg == 'sl' then
     if peek then
       a[3] = 0
