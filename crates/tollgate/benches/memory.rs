@@ -165,6 +165,21 @@ fn bench_tollgate(c: &mut Criterion) {
     }
     group.finish();
 
+    // A long sliding log: 5,000 a second with one request a µs (a manual
+    // clock), so the log holds 5,000 entries and the cost of a decision
+    // must not grow with them.
+    let mut group = c.benchmark_group("tollgate/sliding_log_5000");
+    let clock = ManualClock::new(1_700_000_000_000_000);
+    let store = MemoryStore::builder().clock(clock.clone()).build();
+    let log = Policy::sliding_log("sl-5000", 5_000, Duration::from_secs(1)).unwrap();
+    group.bench_function("hot_key", |b| {
+        b.iter(|| {
+            clock.advance(Duration::from_micros(1));
+            black_box(store.check_sync(&log, b"hot", 1).unwrap())
+        })
+    });
+    group.finish();
+
     // The same decision through the object-safe async trait: the cost of
     // boxing the future (the memory store's future is ready at once).
     let mut group = c.benchmark_group("tollgate/async");

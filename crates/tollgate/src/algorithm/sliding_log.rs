@@ -19,11 +19,35 @@ pub struct SlidingLog {
     window: u64,
 }
 
-/// The log: `(time, cost)` entries, oldest first.
+/// The log of admitted requests still inside the window, oldest first.
+///
+/// Each entry is `(time, total)`, where `total` is the cost admitted up to
+/// and including it since the log began (wrapping), and the log starts with
+/// one more entry: the last that aged out (`(0, 0)` at first). So the cost
+/// that counts is the newest total minus that first entry's, one
+/// subtraction instead of a sum over the log.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SlidingLogState {
-    /// Admitted requests still inside the window, oldest first.
-    pub entries: VecDeque<(u64, u64)>,
+    log: VecDeque<(u64, u64)>,
+}
+
+impl SlidingLogState {
+    /// The admitted requests still in the log, oldest first, as `(time,
+    /// cost)`.
+    pub fn entries(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.log
+            .iter()
+            .zip(self.log.iter().skip(1))
+            .map(|(&(_, before), &(s, total))| (s, total.wrapping_sub(before)))
+    }
+
+    /// The newest entry's time, if any entry is left.
+    fn newest(&self) -> Option<u64> {
+        match self.log.back() {
+            Some(&(s, _)) if self.log.len() > 1 => Some(s),
+            _ => None,
+        }
+    }
 }
 
 impl SlidingLog {
@@ -60,37 +84,46 @@ impl SlidingLog {
         cost: u64,
     ) -> Verdict {
         let w = self.window;
-        let entries = &mut state.entries;
         // A late request is taken at the newest entry's time: the log stays
         // sorted and time never moves backwards.
-        let at = entries.back().map_or(now, |&(s, _)| s.max(now));
-        while entries.front().is_some_and(|&(s, _)| s + w <= at) {
-            entries.pop_front();
+        let at = state.newest().map_or(now, |s| s.max(now));
+        let log = &mut state.log;
+        // Entries that aged out: each in turn becomes the first, the base.
+        while log.get(1).is_some_and(|&(s, _)| s + w <= at) {
+            log.pop_front();
         }
-        let used: u64 = entries.iter().map(|&(_, c)| c).sum();
+        let (base, total) = match (log.front(), log.back()) {
+            (Some(&(_, base)), Some(&(_, total))) => (base, total),
+            _ => (0, 0),
+        };
+        let used = total.wrapping_sub(base);
         let allowed = used + cost <= self.limit;
         let retry_at = if allowed {
             now
         } else {
             // The oldest entries age out first; find the first moment enough
-            // of them are gone.
-            let mut left = used;
-            entries
-                .iter()
-                .find(|&&(_, c)| {
-                    left -= c;
-                    left + cost <= self.limit
-                })
+            // of them are gone (what is left after an entry goes is the
+            // newest total minus its own).
+            log.iter()
+                .skip(1)
+                .find(|&&(_, t)| total.wrapping_sub(t) + cost <= self.limit)
                 .map_or(at, |&(s, _)| s + w)
         };
         if allowed && cost > 0 {
-            match entries.back_mut() {
-                Some((s, c)) if *s == at => *c += cost,
-                _ => entries.push_back((at, cost)),
+            match log.back_mut() {
+                // The newest entry (not the base: something counts) is at
+                // this instant: costs at one instant share an entry.
+                Some((s, t)) if used > 0 && *s == at => *t = t.wrapping_add(cost),
+                _ => {
+                    if log.is_empty() {
+                        log.push_back((0, 0));
+                    }
+                    log.push_back((at, total.wrapping_add(cost)));
+                }
             }
         }
         let used_after = if allowed { used + cost } else { used };
-        let reset_at = entries.back().map_or(now, |&(s, _)| s + w);
+        let reset_at = state.newest().map_or(now, |s| s + w);
         Verdict {
             allowed,
             limit: self.limit,
@@ -99,5 +132,45 @@ impl SlidingLog {
             retry_after: retry_at.saturating_sub(now),
             delay: 0,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_log_lists_what_counts_with_each_cost() {
+        let ms = 1000;
+        let sl = SlidingLog::new(10, Duration::from_millis(100)).unwrap();
+        let mut state = SlidingLogState::default();
+        assert_eq!(state.entries().count(), 0);
+        for (now, cost) in [(0, 2), (0, 1), (50 * ms, 3), (120 * ms, 4)] {
+            assert!(sl.decide(&mut state, now, cost).allowed);
+        }
+        // The two at 0 were merged, then aged out at 100 ms.
+        let entries: Vec<_> = state.entries().collect();
+        assert_eq!(entries, [(50 * ms, 3), (120 * ms, 4)]);
+        let d = sl.decide(&mut state, 130 * ms, 4);
+        assert!(!d.allowed);
+        assert_eq!(d.remaining, 3);
+        assert_eq!(
+            d.retry_after,
+            Duration::from_millis(20),
+            "when (50, 3) ages out"
+        );
+        assert_eq!(d.reset_after, Duration::from_millis(90));
+        assert_eq!(
+            sl.decide(&mut state, 300 * ms, 0).reset_after,
+            Duration::ZERO
+        );
+        assert_eq!(state.entries().count(), 0);
+        // A late request at the very time of the entry that aged out last:
+        // a new entry, not a cost added to the base.
+        let one = SlidingLog::new(1, Duration::from_millis(100)).unwrap();
+        assert!(one.decide(&mut state, 300 * ms, 1).allowed);
+        assert_eq!(one.decide(&mut state, 500 * ms, 0).remaining, 1);
+        assert!(one.decide(&mut state, 300 * ms, 1).allowed);
+        assert!(!one.decide(&mut state, 300 * ms, 1).allowed);
     }
 }
