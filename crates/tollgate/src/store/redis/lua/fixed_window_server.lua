@@ -5,7 +5,7 @@
 -- KEYS[1]  the state: a string, tag·2^50 + count, where count is what the
 --          window admitted and tag = k mod 4 + 1 names the window (so a
 --          live key is at least 2^50 and a new one is below it). The key
---          expires (PXAT) at the last ms of its window, window_end_ms - 1:
+--          expires (PEXPIREAT) at the last ms of its window, end_ms - 1:
 --          Redis drops a key once its ms clock passes the expiry, so the
 --          key lives exactly while the server's time is inside the window.
 -- ARGV     as text: [1] cost (0 peeks), [2] limit (below 2^50), [3] window
@@ -22,8 +22,9 @@
 --          snapshot Redis takes for expiry, in ms, exact for windows of
 --          whole ms); `TIME` is read only when a window's first admission
 --          creates the key, to find k and the expiry, or for a deadline.
--- Writes   an admission is one INCRBY; when it creates the key, one SET of
---          the tagged value with its PXAT. A denial undoes its INCRBY.
+-- Writes   an admission is one INCRBY; when it creates the key, a SET of
+--          the tagged value and its PEXPIREAT (not SET's PXAT, which needs
+--          Redis 6.2). A denial undoes its INCRBY.
 --          Peeks and dry runs read with GET and write nothing.
 -- Form     this file is the script's body, not a function: a function
 --          would cost the hot path a closure on every call. The batch wraps
@@ -57,7 +58,8 @@ if v < 1125899906842624 then
   local window = ARGV[3]
   local k = math.floor(now / (window * 1000))
   v = (k % 4 + 1) * 1125899906842624 + v
-  redis.call('SET', key, string.format('%d', v), 'PXAT', string.format('%d', (k + 1) * window - 1))
+  redis.call('SET', key, string.format('%d', v))
+  redis.call('PEXPIREAT', key, string.format('%d', (k + 1) * window - 1))
 end
 if v % 1125899906842624 > tonumber(ARGV[2]) then
   return -redis.call('INCRBY', key, '-' .. cost)
