@@ -1,9 +1,10 @@
 //! The Redis store against a `redis-server` this benchmark starts on a free
 //! loopback port: decisions per second and latency per algorithm with 1, 16,
 //! 64 and 256 concurrent callers (the fixed window in both its forms on the
-//! server's clock: the key expiring with its window, and `fixed_window TIME`,
-//! a window that is not whole ms, which reads `TIME` on every call); the server's own cost per script call
-//! (`INFO commandstats`, the median of interleaved rounds); floors measured
+//! server's clock: the key expiring with its window, and `fixed_window
+//! TIME`, a window that is not whole ms, which reads `TIME` on every call);
+//! the server's own cost per script call (`INFO commandstats`, the median of
+//! interleaved rounds); floors measured
 //! the same way through the same client (`INCR`, a script that returns 1,
 //! the peers' INCRBY+PEXPIRE fixed window in both its forms, `TIME`+`INCRBY`,
 //! `TIME`+`GET`+`SET PX`); and each script driven by

@@ -325,8 +325,8 @@ fn a_frozen_server_is_bypassed_and_nothing_from_the_outage_is_applied_later() {
 /// An atomic batch shares the single scripts' deadline rule: sent to a
 /// frozen server and run after its deadline once the server resumes, it
 /// answers an error and writes none of its keys. So does a single check of
-/// the fixed window, whose script on the server's clock reads `TIME` only
-/// for a deadline.
+/// the fixed window, whose script on the server's clock (which otherwise
+/// reads no clock) reads `TIME` to check the deadline.
 #[test]
 fn calls_run_after_their_deadline_write_nothing() {
     let server = RedisServer::start();
