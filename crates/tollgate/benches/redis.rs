@@ -4,12 +4,11 @@
 //! server's clock: the key expiring with its window, and `fixed_window
 //! TIME`, a window that is not whole ms, which reads `TIME` on every call);
 //! the server's own cost per script call (`INFO commandstats`, the median of
-//! interleaved rounds); floors measured
-//! the same way through the same client (`INCR`, a script that returns 1,
-//! the peers' INCRBY+PEXPIRE fixed window in both its forms, `TIME`+`INCRBY`,
-//! `TIME`+`GET`+`SET PX`); and each script driven by
-//! `redis-benchmark -c 50 -P 16` for what the server can do without our
-//! client.
+//! interleaved rounds); floors measured the same way through the same
+//! client (`INCR`, a script that returns 1, the peers' INCRBY+PEXPIRE fixed
+//! window in both its forms, `TIME`+`INCRBY`, `TIME`+`GET`+`SET PX`); and
+//! each script driven by `redis-benchmark -c 50 -P 16` for what the server
+//! can do without our client.
 //!
 //! `cargo bench -p tollgate --features redis --bench redis` (add
 //! `-- --quick` for a shorter run). The machine is shared: compare the
