@@ -34,7 +34,7 @@ local function decide(i, now, peek, dry)
       args[5] = 'dry'
     end
     local v = fixed_window_server({key}, args)
-    local count = math.abs(v) % 1125899906842624
+    local count = math.abs(v) % 562949953421312
     local until_end = (math.floor(now / window) + 1) * window - now
     local reset = until_end
     if count == 0 then

@@ -1,6 +1,6 @@
 -- fixed_window.lua: at most `limit` per window [k·window, (k+1)·window).
 -- (With client time, and on the server's clock for windows that are not
--- whole ms or limits of 2^50 and more; otherwise the server's clock has
+-- whole ms or limits of 2^49 and more; otherwise the server's clock has
 -- fixed_window_server.lua, whose hot path reads no clock.)
 --
 -- KEYS[1]  the state: a hash with one field, the latest window's index k
