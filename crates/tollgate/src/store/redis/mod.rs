@@ -597,11 +597,11 @@ impl ServerWindow {
     /// The decision from the script's reply (the key's value, negated when
     /// denied), the script having run, on the server's clock, at some time
     /// in `[earliest, latest]` µs. The value's tag names the window modulo
-    /// 4 (tags 5 to 8 mark a key that outlives its window by a ms, see the
-    /// script), which is exact as long as our estimate of the server's clock is
-    /// within a window or so; `reset_after` is counted from `earliest`, so
-    /// that a caller who waits it from the answer never comes back before
-    /// the window ended.
+    /// 4 (tags 5 to 8 mark a key that outlives its window by a ms or two,
+    /// see the script), which is exact as long as our estimate of the
+    /// server's clock is within a window or so; `reset_after` is counted
+    /// from `earliest`, so that a caller who waits it from the answer never
+    /// comes back before the window ended.
     fn decision(&self, reply: i64, earliest: u64, latest: u64) -> Result<Decision> {
         let allowed = reply >= 0;
         let value = reply.unsigned_abs();
