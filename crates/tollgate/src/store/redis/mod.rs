@@ -257,16 +257,13 @@ impl RedisStore {
 
     /// The Redis key holding `key`'s state under `policy`.
     pub fn key_of(&self, policy: &Policy, key: &[u8]) -> Vec<u8> {
-        redis_key(&self.inner.prefix, policy, key, self.tag(policy))
+        self.key_in_form(policy, key, self.server_window(policy).as_ref())
     }
 
-    /// The short name of the shape `policy`'s state has here, in keys and
-    /// in batch arguments.
-    fn tag(&self, policy: &Policy) -> &'static str {
-        match self.server_window(policy) {
-            Some(_) => SERVER_WINDOW_TAG,
-            None => tag(policy.algorithm()),
-        }
+    /// [`key_of`](Self::key_of), the policy's form (its
+    /// [`server_window`](Self::server_window)) already known.
+    fn key_in_form(&self, policy: &Policy, key: &[u8], form: Option<&ServerWindow>) -> Vec<u8> {
+        redis_key(&self.inner.prefix, policy, key, form_tag(policy, form))
     }
 
     /// How many times scripts were (re)loaded, connect included.
@@ -449,10 +446,13 @@ impl RedisStore {
         cost: u64,
         max_wait: u64,
     ) -> Result<Decision> {
-        let redis_key = self.key_of(policy, key);
-        if let Some(w) = self.server_window(policy) {
+        let form = self.server_window(policy);
+        let redis_key = self.key_in_form(policy, key, form.as_ref());
+        if let Some(w) = form {
             let sent = self.server_now();
-            let args = w.args(cost, self.server_deadline());
+            // As `server_deadline`, from the clock already read.
+            let deadline = self.inner.deadline.map_or(0, |d| sent + d);
+            let args = w.args(cost, deadline);
             let args: Vec<Arg<'_>> = args.iter().map(|a| Arg::Str(a)).collect();
             let script = &self.inner.scripts.fixed_window_server;
             let reply: Option<i64> = script
@@ -506,9 +506,14 @@ impl RedisStore {
     }
 
     async fn batch(&self, requests: &[Request<'_>]) -> Result<Vec<Decision>> {
+        let forms: Vec<Option<ServerWindow>> = requests
+            .iter()
+            .map(|r| self.server_window(r.policy))
+            .collect();
         let keys: Vec<Vec<u8>> = requests
             .iter()
-            .map(|r| self.key_of(r.policy, r.key))
+            .zip(&forms)
+            .map(|(r, form)| self.key_in_form(r.policy, r.key, form.as_ref()))
             .collect();
         for (i, k) in keys.iter().enumerate() {
             if keys[..i].contains(k) {
@@ -525,9 +530,9 @@ impl RedisStore {
             }
         }
         let mut args = vec![Arg::Bin(pack(&self.time_args()?))];
-        for r in requests {
-            args.push(Arg::Str(self.tag(r.policy)));
-            let numbers = match self.server_window(r.policy) {
+        for (r, form) in requests.iter().zip(&forms) {
+            args.push(Arg::Str(form_tag(r.policy, form.as_ref())));
+            let numbers = match form {
                 Some(w) => vec![w.limit as f64, (w.window / 1000) as f64, r.cost as f64],
                 None => params(r.policy.algorithm(), r.cost, 0),
             };
@@ -553,6 +558,15 @@ impl RedisStore {
         validate_key(key)?;
         policy.require_rate("check")?;
         policy.validate_cost(cost)
+    }
+}
+
+/// The short name of the shape `policy`'s state has in `form`, in keys and
+/// in batch arguments.
+fn form_tag(policy: &Policy, form: Option<&ServerWindow>) -> &'static str {
+    match form {
+        Some(_) => SERVER_WINDOW_TAG,
+        None => tag(policy.algorithm()),
     }
 }
 
