@@ -568,11 +568,18 @@ fn the_server_clock_window_ends_exactly_at_the_windows_end() {
         let store = connect(vec![server.url()], TimeSource::Server, "exact").await;
         let client = redis::Client::open(server.url()).unwrap();
         let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-        for (limit, w) in [(3u64, 20_000u64), (2, 1_000)] {
-            let name = format!("exact-{w}");
+        // A cost of 1 has a form of the script that takes no arguments;
+        // other costs pass theirs.
+        for (limit, w, cost) in [(3u64, 20_000u64, 1u64), (2, 1_000, 1), (6, 20_000, 2)] {
+            let name = format!("exact-{w}-{cost}");
             let policy = Policy::fixed_window(&name, limit, Duration::from_micros(w)).unwrap();
-            let (sha, key, args) = store.evalsha_call(&policy, b"k", 1).unwrap();
-            assert!(key.ends_with(b":fws"), "the server-clock form is used");
+            let (sha, key, args) = store.evalsha_call(&policy, b"k", cost).unwrap();
+            assert_eq!(args.is_empty(), cost == 1, "{args:?}");
+            let suffix = format!(":fws:{}:{limit}", w / 1000);
+            assert!(
+                key.ends_with(suffix.as_bytes()),
+                "the server-clock form is used"
+            );
             let mut admitted = std::collections::HashMap::<u64, u64>::new();
             // Windows a call may have counted in that no bracket could name
             // (a round trip of 4 windows or more): not checked.
@@ -595,8 +602,12 @@ fn the_server_clock_window_ends_exactly_at_the_windows_end() {
                     unknown.extend(k0..=k1);
                     continue;
                 }
-                let value = reply.unsigned_abs();
-                let (tag, count) = (value >> 49, value & ((1 << 49) - 1));
+                // remaining·16 + tag, or -1 minus that when denied.
+                let value = if reply >= 0 { reply } else { -1 - reply } as u64;
+                let count = limit
+                    .checked_sub(value / 16)
+                    .unwrap_or_else(|| panic!("{value}: more left than the limit"));
+                let tag = value % 16;
                 assert!((1..=8).contains(&tag), "tag {tag}");
                 let k = (k0..=k1)
                     .find(|k| k % 4 == (tag - 1) % 4)
@@ -605,11 +616,11 @@ fn the_server_clock_window_ends_exactly_at_the_windows_end() {
                     continue;
                 }
                 let so_far = admitted.entry(k).or_default();
-                if reply > 0 {
-                    *so_far += 1;
+                if reply >= 0 {
+                    *so_far += cost;
                     assert!(*so_far <= limit, "window {k}: {so_far} admitted");
                 } else {
-                    assert_eq!(*so_far, limit, "window {k}: a denial below the limit");
+                    assert!(*so_far + cost > limit, "window {k}: a denial at {so_far}");
                 }
                 assert_eq!(count, *so_far, "window {k}: the count");
                 // The window's last ms; a key created in the window's last
@@ -663,8 +674,23 @@ fn the_server_clock_window_ends_exactly_at_the_windows_end() {
         }
         assert!(denied > 0);
 
-        // In an atomic batch beside a bucket: all or nothing.
+        // A peek counts nothing; the key names the window and the limit, so
+        // a policy whose limit changes starts over under a key of its own.
         let hour = Duration::from_secs(3600);
+        let two = Policy::fixed_window("changed", 2, hour).unwrap();
+        assert_eq!(store.check(&two, b"k", 0).await.unwrap().remaining, 2);
+        assert_eq!(store.check(&two, b"k", 2).await.unwrap().remaining, 0);
+        let peek = store.check(&two, b"k", 0).await.unwrap();
+        assert!(
+            peek.allowed && peek.reset_after > Duration::ZERO,
+            "{peek:?}"
+        );
+        assert_eq!(peek.remaining, 0);
+        assert!(!store.check(&two, b"k", 1).await.unwrap().allowed);
+        let three = Policy::fixed_window("changed", 3, hour).unwrap();
+        assert_eq!(store.check(&three, b"k", 1).await.unwrap().remaining, 2);
+
+        // In an atomic batch beside a bucket: all or nothing.
         let window = Policy::fixed_window("batch-fw", 2, hour).unwrap();
         let bucket = Policy::token_bucket("batch-tb", 1, hour, 5).unwrap();
         let batch = |cost| {

@@ -14,8 +14,10 @@
 //! (`fw`, `sw`, `sl`, `tb`, `gcra`, `lb`, `cc`) keeps a policy that changes
 //! algorithm from reading state of another shape. A fixed window on the
 //! server's clock whose window is whole milliseconds and whose limit is
-//! below 2^49 keeps its state in another shape, a counter that expires with
-//! its window (`lua/fixed_window_server.lua`), under the suffix `fws`.
+//! below 2^49 keeps its state in another shape, what the window has left,
+//! expiring with its window (`lua/fixed_window_server.lua`), under the
+//! suffix `fws:<window ms>:<limit>`: the script reads both from the key's
+//! name when it starts a window, so a changed window or limit starts over.
 //! Policy names are limited to `A-Z a-z 0-9 _ - .`, and the prefix may not
 //! contain braces.
 

@@ -263,7 +263,10 @@ impl RedisStore {
     /// [`key_of`](Self::key_of), the policy's form (its
     /// [`server_window`](Self::server_window)) already known.
     fn key_in_form(&self, policy: &Policy, key: &[u8], form: Option<&ServerWindow>) -> Vec<u8> {
-        redis_key(&self.inner.prefix, policy, key, form_tag(policy, form))
+        match form {
+            Some(w) => redis_key(&self.inner.prefix, policy, key, &w.suffix()),
+            None => redis_key(&self.inner.prefix, policy, key, tag(policy.algorithm())),
+        }
     }
 
     /// How many times scripts were (re)loaded, connect included.
@@ -348,7 +351,7 @@ impl RedisStore {
         else {
             return None;
         };
-        (a.window_micros().is_multiple_of(1000) && a.limit() < SERVER_WINDOW_TAG_UNIT).then(|| {
+        (a.window_micros().is_multiple_of(1000) && a.limit() < SERVER_WINDOW_MAX_LIMIT).then(|| {
             ServerWindow {
                 limit: a.limit(),
                 window: a.window_micros(),
@@ -371,6 +374,17 @@ impl RedisStore {
                 }
                 Ok([now as f64, 0.0])
             }
+        }
+    }
+
+    /// The server-clock window's script for these arguments: the form
+    /// without any for a cost of 1 (see [`ServerWindow::args`]).
+    fn server_window_script(&self, args: &[String]) -> &Script {
+        let s = &self.inner.scripts;
+        if args.is_empty() {
+            &s.fixed_window_server_one
+        } else {
+            &s.fixed_window_server
         }
     }
 
@@ -425,7 +439,7 @@ impl RedisStore {
     ) -> Result<(String, Vec<u8>, Vec<String>)> {
         if let Some(w) = self.server_window(policy) {
             let args = w.args(cost, 0);
-            let sha = self.inner.scripts.fixed_window_server.sha().to_string();
+            let sha = self.server_window_script(&args).sha().to_string();
             return Ok((sha, self.key_of(policy, key), args));
         }
         let [time, _] = self.time_args()?;
@@ -453,8 +467,8 @@ impl RedisStore {
             // As `server_deadline`, from the clock already read.
             let deadline = self.inner.deadline.map_or(0, |d| sent + d);
             let args = w.args(cost, deadline);
+            let script = self.server_window_script(&args);
             let args: Vec<Arg<'_>> = args.iter().map(|a| Arg::Str(a)).collect();
-            let script = &self.inner.scripts.fixed_window_server;
             let reply: Option<i64> = script
                 .run(&self.inner.conn, &[&redis_key], &args)
                 .await
@@ -531,7 +545,10 @@ impl RedisStore {
         }
         let mut args = vec![Arg::Bin(pack(&self.time_args()?))];
         for (r, form) in requests.iter().zip(&forms) {
-            args.push(Arg::Str(form_tag(r.policy, form.as_ref())));
+            args.push(Arg::Str(match form {
+                Some(_) => SERVER_WINDOW_TAG,
+                None => tag(r.policy.algorithm()),
+            }));
             let numbers = match form {
                 Some(w) => vec![w.limit as f64, (w.window / 1000) as f64, r.cost as f64],
                 None => params(r.policy.algorithm(), r.cost, 0),
@@ -561,15 +578,6 @@ impl RedisStore {
     }
 }
 
-/// The short name of the shape `policy`'s state has in `form`, in keys and
-/// in batch arguments.
-fn form_tag(policy: &Policy, form: Option<&ServerWindow>) -> &'static str {
-    match form {
-        Some(_) => SERVER_WINDOW_TAG,
-        None => tag(policy.algorithm()),
-    }
-}
-
 /// The error of a script that ran after its deadline (and wrote nothing).
 fn late(script: &Script) -> Error {
     Error::Store {
@@ -581,9 +589,9 @@ fn late(script: &Script) -> Error {
     }
 }
 
-/// 2^49: in the server-clock fixed window's value, the tag's unit (the
-/// count is the value modulo this).
-const SERVER_WINDOW_TAG_UNIT: u64 = 1 << 49;
+/// 2^49: the server-clock fixed window takes limits below this, so that
+/// its value, remaining·16 + tag, stays below 2^53.
+const SERVER_WINDOW_MAX_LIMIT: u64 = 1 << 49;
 
 /// A fixed window in its server-clock form (`lua/fixed_window_server.lua`).
 #[derive(Debug, Clone, Copy)]
@@ -594,46 +602,49 @@ struct ServerWindow {
 }
 
 impl ServerWindow {
-    /// The script's arguments: cost, limit, window in ms, and the deadline
-    /// unless it is 0 (none).
-    fn args(&self, cost: u64, deadline: u64) -> Vec<String> {
-        let mut args = vec![
-            cost.to_string(),
-            self.limit.to_string(),
-            (self.window / 1000).to_string(),
-        ];
-        if deadline > 0 {
-            args.push(deadline.to_string());
-        }
-        args
+    /// The key's suffix: the form, the window in ms and the limit, which
+    /// the script reads when it starts a window.
+    fn suffix(&self) -> String {
+        format!("{SERVER_WINDOW_TAG}:{}:{}", self.window / 1000, self.limit)
     }
 
-    /// The decision from the script's reply (the key's value, negated when
-    /// denied), the script having run, on the server's clock, at some time
-    /// in `[earliest, latest]` µs. The value's tag names the window modulo
-    /// 4 (tags 5 to 8 mark a key that outlives its window by a ms or two,
-    /// see the script), which is exact as long as our estimate of the
-    /// server's clock is within a window or so; `reset_after` is counted
-    /// from `earliest`, so that a caller who waits it from the answer never
-    /// comes back before the window ended.
+    /// The script's arguments, as text: none for a cost of 1 without a
+    /// deadline (the script's form for that); else the cost times 16, and
+    /// for a peek or a deadline the deadline ('0' for none).
+    fn args(&self, cost: u64, deadline: u64) -> Vec<String> {
+        match (cost, deadline) {
+            (1, 0) => Vec::new(),
+            (1.., 0) => vec![(cost * 16).to_string()],
+            _ => vec![(cost * 16).to_string(), deadline.to_string()],
+        }
+    }
+
+    /// The decision from the script's reply (the key's value, which is
+    /// remaining·16 + tag, or -1 minus it when denied), the script having
+    /// run, on the server's clock, at some time in `[earliest, latest]` µs.
+    /// The tag names the window modulo 4 (tags 5 to 8 mark a key that
+    /// outlives its window by a ms or two, see the script), which is exact
+    /// as long as our estimate of the server's clock is within a window or
+    /// so; `reset_after` is counted from `earliest`, so that a caller who
+    /// waits it from the answer never comes back before the window ended.
     fn decision(&self, reply: i64, earliest: u64, latest: u64) -> Result<Decision> {
         let allowed = reply >= 0;
-        let value = reply.unsigned_abs();
-        let (tag, count) = (
-            value / SERVER_WINDOW_TAG_UNIT,
-            value % SERVER_WINDOW_TAG_UNIT,
-        );
-        if !(1..=8).contains(&tag) && value != 0 {
+        let value = if allowed { reply } else { -1 - reply } as u64;
+        let (remaining, tag) = (value / 16, value % 16);
+        if value == 0 {
+            // A peek that found no window.
+            return Ok(Decision::from_micros(
+                allowed, self.limit, self.limit, 0, 0, 0,
+            ));
+        }
+        if !(1..=8).contains(&tag) || remaining > self.limit {
             return Err(Error::Store {
                 kind: StoreErrorKind::Protocol,
-                message: format!("fixed_window_server replied {reply}, which names no window"),
+                message: format!(
+                    "fixed_window_server replied {reply}, which names no window of a limit of {}",
+                    self.limit
+                ),
             });
-        }
-        let remaining = self.limit.saturating_sub(count);
-        if value == 0 {
-            return Ok(Decision::from_micros(
-                allowed, self.limit, remaining, 0, 0, 0,
-            ));
         }
         // The window whose index is tag - 1 modulo 4 nearest to the middle
         // of the interval the script ran in.
@@ -819,12 +830,12 @@ impl Store for RedisStore {
 mod tests {
     use super::*;
 
-    /// The reply of fixed_window_server.lua for `count` in window `k`.
-    fn reply(k: u64, count: u64, allowed: bool) -> i64 {
+    /// The reply of fixed_window_server.lua for `remaining` in window `k`.
+    fn reply(k: u64, remaining: u64, allowed: bool) -> i64 {
         // A key created in its window's last ms has the tag + 4: same window.
         let late = if k.is_multiple_of(2) { 4 } else { 0 };
-        let value = ((k % 4 + 1 + late) * SERVER_WINDOW_TAG_UNIT + count) as i64;
-        if allowed { value } else { -value }
+        let value = (remaining * 16 + k % 4 + 1 + late) as i64;
+        if allowed { value } else { -1 - value }
     }
 
     #[test]
@@ -837,7 +848,7 @@ mod tests {
         let start = k * w.window;
         // Sent 300 ms into window k, answered 1 ms later.
         let d = w
-            .decision(reply(k, 2, true), start + 300_000, start + 301_000)
+            .decision(reply(k, 3, true), start + 300_000, start + 301_000)
             .unwrap();
         assert!(d.allowed);
         assert_eq!(d.remaining, 3);
@@ -847,7 +858,7 @@ mod tests {
         // even k + 2: the tag still says k, which has just ended.
         for ahead in [1_000_100, 1_900_000] {
             let d = w
-                .decision(reply(k, 5, false), start + ahead, start + ahead + 1000)
+                .decision(reply(k, 0, false), start + ahead, start + ahead + 1000)
                 .unwrap();
             assert!(!d.allowed);
             assert_eq!(d.remaining, 0);
@@ -856,7 +867,7 @@ mod tests {
         // Behind by most of a window: the tag says k + 1, a whole window
         // (the most there can be) away.
         let d = w
-            .decision(reply(k + 1, 1, true), start + 900_000, start + 901_000)
+            .decision(reply(k + 1, 4, true), start + 900_000, start + 901_000)
             .unwrap();
         assert_eq!(d.reset_after, Duration::from_secs(1));
         // No key: nothing to reset.
@@ -865,11 +876,14 @@ mod tests {
             (d.allowed, d.remaining, d.reset_after),
             (true, 5, Duration::ZERO)
         );
-        // A value without a tag is not ours.
-        assert!(w.decision(7, start, start + 1000).is_err());
-        assert!(
-            w.decision(9 * SERVER_WINDOW_TAG_UNIT as i64, start, start)
-                .is_err()
-        );
+        // A value without a tag, or with more left than the limit, is not
+        // ours; neither is its denial.
+        for value in [16, 9, 6 * 16 + 1] {
+            assert!(w.decision(value, start, start + 1000).is_err(), "{value}");
+            assert!(
+                w.decision(-1 - value, start, start + 1000).is_err(),
+                "{value}"
+            );
+        }
     }
 }

@@ -26,6 +26,7 @@ macro_rules! lua {
     ("fixed_window_server_fn.lua") => {
         concat!(
             "local function fixed_window_server(KEYS, ARGV)\n",
+            "local key, cost = KEYS[1], ARGV[1]\n",
             include_str!("lua/fixed_window_server.lua"),
             "end\n"
         )
@@ -87,9 +88,17 @@ end
 pub(crate) const FIXED_WINDOW: &str = script!("fixed_window.lua";
     entry!("fixed_window", "ddddd", "5", "a1, a2, a3, ARGV[#ARGV]"));
 // The fixed window on the server's clock is a body, not a function (its
-// contract says why); its four arguments are text.
+// contract says why), after a line that names its key and its cost (times
+// 16, as text): ARGV[1] in general, a constant in the form for a cost of 1,
+// which takes no arguments.
 pub(crate) const FIXED_WINDOW_SERVER: &str = concat!(
     include_str!("lua/prologue.lua"),
+    "local key, cost = KEYS[1], ARGV[1]\n",
+    include_str!("lua/fixed_window_server.lua")
+);
+pub(crate) const FIXED_WINDOW_SERVER_ONE: &str = concat!(
+    include_str!("lua/prologue.lua"),
+    "local key, cost = KEYS[1], '16'\n",
     include_str!("lua/fixed_window_server.lua")
 );
 pub(crate) const SLIDING_WINDOW: &str =
@@ -245,6 +254,8 @@ pub(crate) fn unpack(reply: &[u8]) -> Option<Vec<f64>> {
 pub(crate) struct Scripts {
     pub(crate) fixed_window: Script,
     pub(crate) fixed_window_server: Script,
+    /// The same, for a cost of 1 without a deadline: no arguments.
+    pub(crate) fixed_window_server_one: Script,
     pub(crate) sliding_window: Script,
     pub(crate) sliding_log: Script,
     pub(crate) token_bucket: Script,
@@ -259,6 +270,10 @@ impl Scripts {
         Scripts {
             fixed_window: Script::new("fixed_window", FIXED_WINDOW),
             fixed_window_server: Script::new("fixed_window_server", FIXED_WINDOW_SERVER),
+            fixed_window_server_one: Script::new(
+                "fixed_window_server_one",
+                FIXED_WINDOW_SERVER_ONE,
+            ),
             sliding_window: Script::new("sliding_window", SLIDING_WINDOW),
             sliding_log: Script::new("sliding_log", SLIDING_LOG),
             token_bucket: Script::new("token_bucket", TOKEN_BUCKET),
@@ -269,10 +284,11 @@ impl Scripts {
         }
     }
 
-    pub(crate) fn all(&self) -> [&Script; 9] {
+    pub(crate) fn all(&self) -> [&Script; 10] {
         [
             &self.fixed_window,
             &self.fixed_window_server,
+            &self.fixed_window_server_one,
             &self.sliding_window,
             &self.sliding_log,
             &self.token_bucket,

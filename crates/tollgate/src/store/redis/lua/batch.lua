@@ -6,7 +6,8 @@
 -- ARGV[2i], ARGV[2i+1]  request i: its algorithm ("fw", "fws", "sw", "sl",
 --          "tb", "gcra", "lb"), then its numbers, packed: as in its own
 --          script after the deadline (tb and gcra with max_wait 0); for
---          "fws" (fixed_window_server.lua) limit, window in ms, cost
+--          "fws" (fixed_window_server.lua, whose key names its window and
+--          limit) limit, window in ms, cost
 -- Reply    five doubles per request, as the algorithms reply, in one
 --          string; or the single double -1 when the deadline passed
 -- Rule     first every request is decided without writing; only if all are
@@ -24,26 +25,30 @@ local function decide(i, now, peek, dry)
   local key = KEYS[i]
   if alg == 'fws' then
     -- limit, window (ms), cost: the reply as the other algorithms', with
-    -- the window's end from `now`.
+    -- the window's end from `now`. The script's value is remaining·16 +
+    -- tag, 0 when no window has begun; a dry run leaves its cost out.
     local limit, window, cost = a[1], a[2] * 1000, a[3]
     if peek then
       cost = 0
     end
-    local args = {string.format('%d', cost), string.format('%d', limit), a[2]}
+    local args = {string.format('%d', cost * 16), '0'}
     if dry then
-      args[5] = 'dry'
+      args[3] = 'dry'
     end
     local v = fixed_window_server({key}, args)
-    local count = math.abs(v) % 562949953421312
+    local allowed = v >= 0
+    if not allowed then
+      v = -1 - v
+    end
+    local remaining, reset = limit, 0
     local until_end = (math.floor(now / window) + 1) * window - now
-    local reset = until_end
-    if count == 0 then
-      reset = 0
+    if v > 0 then
+      remaining, reset = math.floor(v / 16), until_end
     end
-    if v >= 0 then
-      return {1, math.max(0, limit - count), reset, 0, 0}
+    if allowed then
+      return {1, remaining, reset, 0, 0}
     end
-    return {0, math.max(0, limit - count), reset, until_end, 0}
+    return {0, remaining, reset, until_end, 0}
   end
   if alg == 'fw' or alg == 'sw' or alg == 'sl' then
     if peek then
