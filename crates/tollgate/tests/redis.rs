@@ -932,24 +932,28 @@ fn a_caller_whose_clock_is_behind_finds_the_windows_count() {
 /// as the memory store decides at the same instant: it counts in the latest
 /// window, never sees a fuller bucket or a shorter queue. Steps back stay
 /// within the life of the state, and the memory store never sweeps, so
-/// both stores hold the same state. (The token bucket in memory keeps the
+/// both stores hold the same state. Windows and rates are per minute, so
+/// that a Redis key, whose TTL runs on the server's real clock while the
+/// test's clock jumps, outlives the trace by seconds even on a busy
+/// machine. (The token bucket in memory keeps the
 /// refill a denial computed, which Redis does not write, so a late request
 /// after a denial may find in memory the tokens refilled up to the denial's
 /// time; see `TokenBucket::reserve_micros`.)
 #[test]
 fn late_client_time_requests_decide_as_memory() {
     let rt = runtime();
-    let second = Duration::from_secs(1);
+    let minute = Duration::from_secs(60);
     let policies = prop_oneof![
-        (2..=5u64).prop_map(move |l| Policy::fixed_window("fw", l, second).unwrap()),
-        (2..=5u64).prop_map(move |l| Policy::sliding_window("sw", l, second).unwrap()),
-        (2..=5u64).prop_map(move |l| Policy::sliding_log("sl", l, second).unwrap()),
-        (1..=4u64, 2..=5u64).prop_map(move |(r, b)| Policy::gcra("gcra", r, second, b).unwrap()),
+        (2..=5u64).prop_map(move |l| Policy::fixed_window("fw", l, minute).unwrap()),
+        (2..=5u64).prop_map(move |l| Policy::sliding_window("sw", l, minute).unwrap()),
+        (2..=5u64).prop_map(move |l| Policy::sliding_log("sl", l, minute).unwrap()),
+        (1..=4u64, 2..=5u64).prop_map(move |(r, b)| Policy::gcra("gcra", r, minute, b).unwrap()),
         (1..=4u64, 2..=5u64)
-            .prop_map(move |(r, c)| Policy::leaky_bucket("lb", r, second, c).unwrap()),
+            .prop_map(move |(r, c)| Policy::leaky_bucket("lb", r, minute, c).unwrap()),
     ];
-    // Steps in ms, a third of them back; costs 1..=2 (a peek of expired
-    // state may forget it in memory, which a late request would then see).
+    // Steps in thousandths of a minute (60 ms), a third of them back; costs
+    // 1..=2 (a peek of expired state may forget it in memory, which a late
+    // request would then see).
     let trace = prop::collection::vec((-300..=400i64, 1..=2u64), 1..30);
     let config = ProptestConfig {
         cases: 120,
@@ -970,7 +974,7 @@ fn late_client_time_requests_decide_as_memory() {
             .await;
             let mut now = t0 * 1_000_000;
             for (i, (dt, cost)) in trace.iter().enumerate() {
-                now = now.saturating_add_signed(dt * 1000);
+                now = now.saturating_add_signed(dt * 60_000);
                 clock.set(now);
                 let want = memory.check(&policy, b"k", *cost).await.unwrap();
                 let got = redis.check(&policy, b"k", *cost).await.unwrap();
