@@ -935,10 +935,10 @@ fn a_caller_whose_clock_is_behind_finds_the_windows_count() {
 /// both stores hold the same state. Windows and rates are per minute, so
 /// that a Redis key, whose TTL runs on the server's real clock while the
 /// test's clock jumps, outlives the trace by seconds even on a busy
-/// machine. (The token bucket in memory keeps the
-/// refill a denial computed, which Redis does not write, so a late request
-/// after a denial may find in memory the tokens refilled up to the denial's
-/// time; see `TokenBucket::reserve_micros`.)
+/// machine. (The token bucket in memory keeps the refill a denial
+/// computed, which Redis does not write, so a late request after a denial
+/// may find in memory the tokens refilled up to the denial's time; see
+/// `TokenBucket::reserve_micros`.)
 #[test]
 fn late_client_time_requests_decide_as_memory() {
     let rt = runtime();

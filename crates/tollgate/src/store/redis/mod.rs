@@ -631,8 +631,9 @@ impl ServerWindow {
         let allowed = reply >= 0;
         let value = if allowed { reply } else { -1 - reply } as u64;
         let (remaining, tag) = (value / 16, value % 16);
-        if value == 0 {
-            // A peek that found no window.
+        if value == 0 && allowed {
+            // A peek that found no window (never denied: a denial's value
+            // has a tag, which the check below asks of it).
             return Ok(Decision::from_micros(
                 allowed, self.limit, self.limit, 0, 0, 0,
             ));
@@ -878,6 +879,7 @@ mod tests {
         );
         // A value without a tag, or with more left than the limit, is not
         // ours; neither is its denial.
+        assert!(w.decision(-1, start, start + 1000).is_err());
         for value in [16, 9, 6 * 16 + 1] {
             assert!(w.decision(value, start, start + 1000).is_err(), "{value}");
             assert!(
