@@ -4,7 +4,8 @@
 //! server's clock: the key expiring with its window, and `fixed_window
 //! TIME`, a window that is not whole ms, which reads `TIME` on every call);
 //! the server's own cost per script call (`INFO commandstats`, the median of
-//! interleaved rounds); floors measured the same way through the same
+//! interleaved rounds; the token bucket and GCRA also on the caller's
+//! clock, `client`); floors measured the same way through the same
 //! client (`INCR`, a script that returns 1, the peers' INCRBY+PEXPIRE fixed
 //! window in both its forms, `TIME`+`INCRBY`, `TIME`+`GET`+`SET PX`, and
 //! the peers' token bucket and GCRA in the shape of their scripts); and
@@ -23,8 +24,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tollgate::Policy;
+use tollgate::SystemClock;
 use tollgate::store::Store;
-use tollgate::store::redis::RedisStore;
+use tollgate::store::redis::{RedisStore, TimeSource};
 use tollgate_testkit::RedisServer;
 
 /// One measured row.
@@ -207,6 +209,30 @@ fn peer(conn: &redis::aio::MultiplexedConnection, text: &str) -> Op {
     })
 }
 
+/// The token bucket and GCRA on the caller's clock, which read no `TIME`
+/// (as go-zero's bucket does not), for the cost rows.
+async fn client_time_buckets(url: &str) -> Vec<(&'static str, Op)> {
+    let store = Arc::new(
+        RedisStore::builder([url])
+            .prefix("client-time:")
+            .time_source(TimeSource::Client(Arc::new(SystemClock)))
+            .connect()
+            .await
+            .expect("connect"),
+    );
+    policies()
+        .into_iter()
+        .filter_map(|policy| {
+            let name = match policy.algorithm().name() {
+                "token_bucket" => "token_bucket client",
+                "gcra" => "gcra client",
+                _ => return None,
+            };
+            Some((name, Arc::new(decide(&store, &Arc::new(policy))) as Op))
+        })
+        .collect()
+}
+
 fn policies() -> Vec<Policy> {
     let second = Duration::from_secs(1);
     let hour = Duration::from_secs(3600);
@@ -351,6 +377,9 @@ fn main() {
         for policy in policies() {
             let policy = Arc::new(policy);
             costs.push((label(&policy), "evalsha", Arc::new(decide(&store, &policy))));
+        }
+        for (name, op) in client_time_buckets(&server.url()).await {
+            costs.push((name, "evalsha", op));
         }
         let c = conn.clone();
         costs.push((
@@ -518,6 +547,7 @@ fn instructions() {
                 (label(&p), Arc::new(decide(&store, &p)) as Op)
             })
             .collect();
+        measured.extend(client_time_buckets(&url).await);
         for (name, text) in FLOORS {
             measured.push((name, floor(&conn, text)));
         }
