@@ -209,8 +209,8 @@ fn peer(conn: &redis::aio::MultiplexedConnection, text: &str) -> Op {
     })
 }
 
-/// The token bucket and GCRA on the caller's clock, which read no `TIME`
-/// (as go-zero's bucket does not), for the cost rows.
+/// The token bucket and GCRA on the caller's clock, which skip `TIME` like
+/// go-zero's bucket, for the cost rows.
 async fn client_time_buckets(url: &str) -> Vec<(&'static str, Op)> {
     let store = Arc::new(
         RedisStore::builder([url])
