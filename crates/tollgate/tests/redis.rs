@@ -560,7 +560,8 @@ fn script_flush_under_load_is_invisible_on_a_cluster() {
 /// lived a millisecond too long, one that Redis deleted at once, or a
 /// window counted from the wrong time shows as a wrong expiry, and as a
 /// count carried into the next window or started over. Windows of 20 ms
-/// and of 1 ms (where every key is created in its window's last ms).
+/// and of 1 ms (where every key is created in its window's last ms), and a
+/// cost of 2, which takes the script's form with an argument.
 #[test]
 fn the_server_clock_window_ends_exactly_at_the_windows_end() {
     let server = standalone();

@@ -54,7 +54,8 @@ pub(crate) fn tag(algorithm: &Algorithm) -> &'static str {
     }
 }
 
-/// The suffix of a fixed window's key in its server-clock form.
+/// The name of a fixed window's server-clock form: its key's suffix starts
+/// with it (then the window and the limit), and the batch names it so.
 pub(crate) const SERVER_WINDOW_TAG: &str = "fws";
 
 /// The Redis key holding `key`'s state under `policy`, whose state has the

@@ -440,7 +440,7 @@ impl RedisStore {
         if let Some(w) = self.server_window(policy) {
             let args = w.args(cost, 0);
             let sha = self.server_window_script(&args).sha().to_string();
-            return Ok((sha, self.key_of(policy, key), args));
+            return Ok((sha, self.key_in_form(policy, key, Some(&w)), args));
         }
         let [time, _] = self.time_args()?;
         let mut args = vec![time.to_string(), "0".to_string()];

@@ -20,14 +20,26 @@ macro_rules! script {
     };
 }
 
+/// The server-clock fixed window's body after the line that names its key
+/// and its cost (times 16, as text): `$cost` is `ARGV[1]`, or a constant.
+macro_rules! fixed_window_server {
+    ($cost:literal) => {
+        concat!(
+            "local key, cost = KEYS[1], ",
+            $cost,
+            "\n",
+            include_str!("lua/fixed_window_server.lua")
+        )
+    };
+}
+
 /// A file of `lua/`; `fixed_window_server_fn.lua` is that script's body
 /// wrapped in a function of its own KEYS and ARGV, for the batch.
 macro_rules! lua {
     ("fixed_window_server_fn.lua") => {
         concat!(
             "local function fixed_window_server(KEYS, ARGV)\n",
-            "local key, cost = KEYS[1], ARGV[1]\n",
-            include_str!("lua/fixed_window_server.lua"),
+            fixed_window_server!("ARGV[1]"),
             "end\n"
         )
     };
@@ -93,13 +105,11 @@ pub(crate) const FIXED_WINDOW: &str = script!("fixed_window.lua";
 // which takes no arguments.
 pub(crate) const FIXED_WINDOW_SERVER: &str = concat!(
     include_str!("lua/prologue.lua"),
-    "local key, cost = KEYS[1], ARGV[1]\n",
-    include_str!("lua/fixed_window_server.lua")
+    fixed_window_server!("ARGV[1]")
 );
 pub(crate) const FIXED_WINDOW_SERVER_ONE: &str = concat!(
     include_str!("lua/prologue.lua"),
-    "local key, cost = KEYS[1], '16'\n",
-    include_str!("lua/fixed_window_server.lua")
+    fixed_window_server!("'16'")
 );
 pub(crate) const SLIDING_WINDOW: &str =
     script!("sliding_window.lua"; entry!("sliding_window", "ddddd", "5", "a1, a2, a3"));
