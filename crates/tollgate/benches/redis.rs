@@ -23,10 +23,9 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tollgate::Policy;
-use tollgate::SystemClock;
 use tollgate::store::Store;
 use tollgate::store::redis::{RedisStore, TimeSource};
+use tollgate::{Clock, Policy, SystemClock};
 use tollgate_testkit::RedisServer;
 
 /// One measured row.
@@ -192,10 +191,7 @@ fn peer(conn: &redis::aio::MultiplexedConnection, text: &str) -> Op {
             let key = format!("{{peer{i}-{}}}", n % 100);
             let mut call = script.key(format!("{key}:tokens"));
             if two_keys {
-                let now = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap()
-                    .as_secs();
+                let now = SystemClock.now_micros() / 1_000_000;
                 call.key(format!("{key}:ts"))
                     .arg(1_000_000)
                     .arg(1_000_000)
