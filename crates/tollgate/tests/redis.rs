@@ -421,18 +421,54 @@ fn contention(deployment: Deployment) {
         });
 
         // Token bucket and GCRA: at most burst + rate·T in every interval T.
-        for policy in [
-            Policy::token_bucket("tb", 100, Duration::from_secs(1), 20).unwrap(),
-            Policy::gcra("gcra", 100, Duration::from_secs(1), 20).unwrap(),
+        // An interval of 10 ms takes the form whose key expires at the TAT
+        // (bucket_server.lua), on the server's clock in whole ms: a request
+        // is decided at the ms it reached the server in, which may begin
+        // before it was sent, so intervals count from that ms. One of
+        // 10.005 ms takes the buckets' own scripts, which read `TIME` in µs.
+        for (policy, per, form) in [
+            (
+                Policy::token_bucket("tb", 100, Duration::from_secs(1), 20),
+                1_000_000,
+                "tbs",
+            ),
+            (
+                Policy::gcra("gcra", 100, Duration::from_secs(1), 20),
+                1_000_000,
+                "gcras",
+            ),
+            (
+                Policy::token_bucket("tb-us", 100, Duration::from_micros(1_000_500), 20),
+                1_000_500,
+                "tb",
+            ),
+            (
+                Policy::gcra("gcra-us", 100, Duration::from_micros(1_000_500), 20),
+                1_000_500,
+                "gcra",
+            ),
         ] {
-            let admitted = hammer(store.clone(), Arc::new(policy.clone()), run).await;
+            let policy = policy.unwrap();
+            assert!(
+                store
+                    .key_of(&policy, b"hot")
+                    .ends_with(format!(":{form}").as_bytes())
+            );
+            let mut admitted = hammer(store.clone(), Arc::new(policy.clone()), run).await;
             assert!(
                 admitted.len() >= 20,
                 "{}: the burst is admitted",
                 policy.name()
             );
+            // The server-clock forms' suffixes end in `s` (tbs, gcras).
+            if form.ends_with('s') {
+                for a in &mut admitted {
+                    a.sent -= a.sent % 1000;
+                }
+                admitted.sort_by_key(|a| a.sent);
+            }
             certain_intervals(&admitted, |n, len| {
-                let bound = 20 + 100 * len / 1_000_000;
+                let bound = 20 + 100 * len / per;
                 assert!(
                     n as u64 <= bound,
                     "{}: {n} admitted within {len}µs, bound {bound}",
@@ -549,6 +585,15 @@ fn script_flush_under_load_is_invisible_on_a_cluster() {
 }
 
 // ------------------------------------------------- the server-clock window
+
+/// One request of `cost` per policy, all on the key `k`: an atomic batch.
+fn requests_on_k<'a, const N: usize>(policies: [&'a Policy; N], cost: u64) -> [Request<'a>; N] {
+    policies.map(|policy| Request {
+        policy,
+        key: b"k",
+        cost,
+    })
+}
 
 /// The fixed window on the server's clock reads no clock on its hot path:
 /// the key's expiry ends the window. Each call here is pipelined between
@@ -694,13 +739,7 @@ fn the_server_clock_window_ends_exactly_at_the_windows_end() {
         // In an atomic batch beside a bucket: all or nothing.
         let window = Policy::fixed_window("batch-fw", 2, hour).unwrap();
         let bucket = Policy::token_bucket("batch-tb", 1, hour, 5).unwrap();
-        let batch = |cost| {
-            [&window, &bucket].map(|policy| Request {
-                policy,
-                key: b"k",
-                cost,
-            })
-        };
+        let batch = |cost| requests_on_k([&window, &bucket], cost);
         for left in [1, 0] {
             let both = store.check_many(&batch(1), true).await.unwrap();
             assert!(both.iter().all(|d| d.allowed), "{both:?}");
@@ -713,6 +752,194 @@ fn the_server_clock_window_ends_exactly_at_the_windows_end() {
         assert_eq!(over[1].retry_after, Duration::ZERO, "the bucket had room");
         let peek = store.check_many(&batch(0), true).await.unwrap();
         assert_eq!((peek[0].remaining, peek[1].remaining), (0, 3), "{peek:?}");
+    });
+    Deployment::Standalone.assert_every_key_expires();
+}
+
+// ------------------------------------------------- the server-clock buckets
+
+/// A token bucket, GCRA or leaky bucket whose interval is whole ms keeps
+/// its theoretical arrival time (TAT) as its key's expiry and reads no
+/// clock: the script reads the backlog with PTTL, on the server's clock in
+/// ms. Each call here is pipelined between two `TIME`s and followed by
+/// `PEXPIRETIME`, and checked against a model of the TAT: the reply is the
+/// backlog at some ms of the bracket, the admission is what the algorithm
+/// makes of it, an admission on a backlog moves the expiry by exactly the
+/// cost times the interval (one made from a second reading of the clock
+/// would drift by the ms that passed), one on a fresh bucket sets it that
+/// far from a ms of the bracket, and a denial leaves it alone. Then,
+/// through the store: a denied caller who waits retry_after is admitted, a
+/// reservation's wait moves the TAT, and an atomic batch is all or nothing.
+#[test]
+fn the_server_clock_bucket_keeps_its_tat_as_the_keys_expiry() {
+    let server = standalone();
+    runtime().block_on(async {
+        let store = connect(vec![server.url()], TimeSource::Server, "tat").await;
+        let client = redis::Client::open(server.url()).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let second = Duration::from_secs(1);
+        // (policy, interval ms, capacity ms, cost)
+        let cases = [
+            (
+                Policy::gcra("tat-gcra", 200, second, 3).unwrap(),
+                5u64,
+                15u64,
+                1u64,
+            ),
+            (
+                Policy::token_bucket("tat-tb", 500, second, 4).unwrap(),
+                2,
+                8,
+                2,
+            ),
+            (
+                Policy::leaky_bucket("tat-lb", 1000, second, 2).unwrap(),
+                1,
+                2,
+                1,
+            ),
+        ];
+        for (policy, interval, capacity, cost) in cases {
+            let name = policy.name();
+            let (sha, key, args) = store.evalsha_call(&policy, b"k", cost).unwrap();
+            let need = cost * interval;
+            assert_eq!(args, [need.to_string(), (capacity - need).to_string()]);
+            let ms = |(s, u): (u64, u64)| s * 1000 + u / 1000;
+            // The expiry the model expects: the TAT in ms, or none.
+            let mut tat: Option<u64> = None;
+            let (mut admitted, mut denied, mut on_backlog) = (0, 0, 0);
+            let end = unix_micros() + 300_000;
+            while unix_micros() < end {
+                let mut pipe = redis::pipe();
+                pipe.cmd("TIME")
+                    .cmd("EVALSHA")
+                    .arg(&sha)
+                    .arg(1)
+                    .arg(&key)
+                    .arg(&args);
+                pipe.cmd("PEXPIRETIME").arg(&key).cmd("TIME");
+                let (t0, reply, expires, t1): ((u64, u64), i64, i64, (u64, u64)) =
+                    pipe.query_async(&mut conn).await.unwrap();
+                let (m0, m1) = (ms(t0), ms(t1));
+                let backlog = if reply >= 0 { reply } else { -1 - reply } as u64;
+                let (low, high) = match tat {
+                    Some(t) => (t.saturating_sub(m1), t.saturating_sub(m0)),
+                    None => (0, 0),
+                };
+                assert!(
+                    (low..=high).contains(&backlog),
+                    "{name}: backlog {backlog} outside {low}..={high}"
+                );
+                assert_eq!(
+                    reply >= 0,
+                    backlog + need <= capacity,
+                    "{name}: backlog {backlog}, reply {reply}"
+                );
+                let expected = if reply < 0 {
+                    denied += 1;
+                    tat
+                } else if backlog > 0 {
+                    admitted += 1;
+                    on_backlog += 1;
+                    Some(tat.unwrap() + need)
+                } else {
+                    admitted += 1;
+                    // Fresh: from the ms the script ran in.
+                    let e = expires as u64;
+                    assert!(
+                        (m0 + need..=m1 + need).contains(&e),
+                        "{name}: a fresh TAT {e} outside {}..={}",
+                        m0 + need,
+                        m1 + need
+                    );
+                    Some(e)
+                };
+                if expires == -2 {
+                    // Gone by the PEXPIRETIME that followed: only past it.
+                    assert!(
+                        expected.is_none_or(|e| e < m1),
+                        "{name}: the key vanished before its TAT {expected:?} (now {m1})"
+                    );
+                    tat = None;
+                } else {
+                    assert_eq!(Some(expires as u64), expected, "{name}: the expiry");
+                    tat = Some(expires as u64);
+                }
+            }
+            assert!(
+                admitted > 10 && denied > 10 && on_backlog > 5,
+                "{name}: {admitted} admitted ({on_backlog} on a backlog), {denied} denied"
+            );
+        }
+
+        // Through the store: a denied caller who waits retry_after is
+        // admitted (nobody else uses the key), and the decision's numbers
+        // are the algorithm's.
+        let policy = Policy::gcra("tat-retry", 50, second, 2).unwrap();
+        let mut denials = 0;
+        for _ in 0..12 {
+            let d = store.check(&policy, b"k", 1).await.unwrap();
+            assert!(d.reset_after > Duration::ZERO && d.reset_after <= Duration::from_millis(40));
+            if !d.allowed {
+                denials += 1;
+                assert_eq!(d.remaining, 0);
+                assert!(
+                    d.retry_after > Duration::ZERO && d.retry_after <= Duration::from_millis(20)
+                );
+                tokio::time::sleep(d.retry_after).await;
+                let again = store.check(&policy, b"k", 1).await.unwrap();
+                assert!(again.allowed, "denied again after retry_after: {again:?}");
+            }
+        }
+        assert!(denials > 0);
+
+        // A reservation waits for its turn and moves the TAT that far: a
+        // bucket of 1 per hour, emptied, then reserved for up to two hours.
+        let hour = Duration::from_secs(3600);
+        let slow = Policy::token_bucket("tat-reserve", 1, hour, 1).unwrap();
+        let redis_key = store.key_of(&slow, b"k");
+        assert!(store.check(&slow, b"k", 1).await.unwrap().allowed);
+        let denied = store.reserve(&slow, b"k", 1, hour / 2).await.unwrap();
+        assert!(!denied.allowed);
+        assert!(
+            denied.retry_after > hour / 2 - Duration::from_secs(1),
+            "{denied:?}"
+        );
+        let reserved = store.reserve(&slow, b"k", 1, hour * 2).await.unwrap();
+        assert!(reserved.allowed);
+        assert!(
+            reserved.delay > hour - Duration::from_secs(1) && reserved.delay <= hour,
+            "{reserved:?}"
+        );
+        let pttl: i64 = redis::cmd("PTTL")
+            .arg(&redis_key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(
+            (2 * 3_590_000..=2 * 3_600_000).contains(&pttl),
+            "two tokens owed: {pttl} ms"
+        );
+
+        // In an atomic batch beside a window: all or nothing.
+        let window = Policy::fixed_window("tat-batch-fw", 5, hour).unwrap();
+        let bucket = Policy::gcra("tat-batch-gcra", 1, hour, 2).unwrap();
+        assert!(store.key_of(&bucket, b"k").ends_with(b":gcras"));
+        let batch = |cost| requests_on_k([&window, &bucket], cost);
+        for left in [1, 0] {
+            let both = store.check_many(&batch(1), true).await.unwrap();
+            assert!(both.iter().all(|d| d.allowed), "{both:?}");
+            assert_eq!(both[1].remaining, left);
+            assert!(
+                both[1].reset_after > hour * (1 - left as u32) && both[1].reset_after <= hour * 2
+            );
+        }
+        let over = store.check_many(&batch(1), true).await.unwrap();
+        assert!(over.iter().all(|d| !d.allowed), "{over:?}");
+        assert_eq!(over[0].retry_after, Duration::ZERO, "the window had room");
+        assert!(over[1].retry_after > hour - Duration::from_secs(1) && over[1].retry_after <= hour);
+        let peek = store.check_many(&batch(0), true).await.unwrap();
+        assert_eq!((peek[0].remaining, peek[1].remaining), (3, 0), "{peek:?}");
     });
     Deployment::Standalone.assert_every_key_expires();
 }

@@ -20,6 +20,7 @@ mod connection;
 mod error;
 pub mod keys;
 mod scripts;
+mod server_bucket;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -32,6 +33,7 @@ use self::connection::Connection;
 use self::error::store_error;
 use self::keys::{DEFAULT_PREFIX, SERVER_WINDOW_TAG, redis_key, tag, validate_prefix};
 use self::scripts::{Arg, Script, Scripts, pack, unpack};
+use self::server_bucket::ServerBucket;
 use super::{BoxFuture, Lease, Request, Store};
 use crate::algorithm::{Algorithm, LeaseId, MAX_EXACT};
 use crate::{Clock, Decision, Error, Policy, Result, StoreErrorKind, SystemClock, validate_key};
@@ -80,6 +82,9 @@ struct Inner {
     /// When (our clock, µs) the offset was last measured or a measurement
     /// started, so that only one runs at a time.
     offset_at: AtomicU64,
+    /// Whether the server has `PEXPIRETIME` (Redis 7.0), which the buckets'
+    /// server-clock form needs; probed at connect.
+    expire_time: bool,
 }
 
 /// How often the offset between our clock and the server's is measured
@@ -166,6 +171,7 @@ impl RedisStoreBuilder {
                 )
             }
         };
+        let expire_time = has_expire_time(&conn, &self.prefix).await?;
         let store = RedisStore {
             inner: Arc::new(Inner {
                 conn,
@@ -178,6 +184,7 @@ impl RedisStoreBuilder {
                 offset: AtomicI64::new(0),
                 offset_error: AtomicU64::new(0),
                 offset_at: AtomicU64::new(0),
+                expire_time,
             }),
         };
         store.load_scripts().await?;
@@ -202,6 +209,19 @@ impl KindStr for redis::RedisError {
         self.detail()
             .map(str::to_string)
             .unwrap_or_else(|| format!("{:?}", self.kind()))
+    }
+}
+
+/// Whether the server has `PEXPIRETIME` (Redis 7.0 and later), asked of
+/// the node that holds a key under `prefix` (on a cluster, the nodes are
+/// expected to run one version). Only "unknown command" means no.
+async fn has_expire_time(conn: &Connection, prefix: &str) -> Result<bool> {
+    let mut cmd = redis::cmd("PEXPIRETIME");
+    cmd.arg(format!("{prefix}{{probe}}"));
+    match conn.query(&cmd).await {
+        Ok(_) => Ok(true),
+        Err(e) if e.to_string().contains("unknown command") => Ok(false),
+        Err(e) => Err(store_error(&e)),
     }
 }
 
@@ -257,15 +277,17 @@ impl RedisStore {
 
     /// The Redis key holding `key`'s state under `policy`.
     pub fn key_of(&self, policy: &Policy, key: &[u8]) -> Vec<u8> {
-        self.key_in_form(policy, key, self.server_window(policy).as_ref())
+        self.key_in_form(policy, key, &self.form(policy))
     }
 
-    /// [`key_of`](Self::key_of), the policy's form (its
-    /// [`server_window`](Self::server_window)) already known.
-    fn key_in_form(&self, policy: &Policy, key: &[u8], form: Option<&ServerWindow>) -> Vec<u8> {
+    /// [`key_of`](Self::key_of), the policy's [`form`](Self::form) already
+    /// known.
+    fn key_in_form(&self, policy: &Policy, key: &[u8], form: &Form) -> Vec<u8> {
+        let prefix = &self.inner.prefix;
         match form {
-            Some(w) => redis_key(&self.inner.prefix, policy, key, &w.suffix()),
-            None => redis_key(&self.inner.prefix, policy, key, tag(policy.algorithm())),
+            Form::Window(w) => redis_key(prefix, policy, key, &w.suffix()),
+            Form::Bucket(b) => redis_key(prefix, policy, key, b.tag()),
+            Form::Script => redis_key(prefix, policy, key, tag(policy.algorithm())),
         }
     }
 
@@ -342,21 +364,30 @@ impl RedisStore {
         (now as i64 + offset) as u64
     }
 
-    /// The server-clock form of a fixed window, when `policy` has one here:
-    /// with server time, a window of whole ms and a limit below 2^49 (see
-    /// `lua/fixed_window_server.lua`).
-    fn server_window(&self, policy: &Policy) -> Option<ServerWindow> {
-        let (TimeSource::Server, Algorithm::FixedWindow(a)) =
-            (&self.inner.time, policy.algorithm())
-        else {
-            return None;
-        };
-        (a.window_micros().is_multiple_of(1000) && a.limit() < SERVER_WINDOW_MAX_LIMIT).then(|| {
-            ServerWindow {
-                limit: a.limit(),
-                window: a.window_micros(),
+    /// How `policy`'s state is kept here. With server time, a fixed window
+    /// of whole ms and a limit below 2^49 has its server-clock form (see
+    /// `lua/fixed_window_server.lua`), and so does a token bucket, GCRA or
+    /// leaky bucket whose interval is whole ms, on Redis 7.0 or later (see
+    /// `lua/bucket_server.lua`); everything else its algorithm's script.
+    fn form(&self, policy: &Policy) -> Form {
+        if !matches!(self.inner.time, TimeSource::Server) {
+            return Form::Script;
+        }
+        match policy.algorithm() {
+            Algorithm::FixedWindow(a)
+                if a.window_micros().is_multiple_of(1000)
+                    && a.limit() < SERVER_WINDOW_MAX_LIMIT =>
+            {
+                Form::Window(ServerWindow {
+                    limit: a.limit(),
+                    window: a.window_micros(),
+                })
             }
-        })
+            algorithm if self.inner.expire_time => {
+                ServerBucket::of(algorithm).map_or(Form::Script, Form::Bucket)
+            }
+            _ => Form::Script,
+        }
     }
 
     /// The first two numbers of every call: the time source (-1 = the
@@ -426,6 +457,17 @@ impl RedisStore {
         Ok(reply)
     }
 
+    /// Runs a server-clock form's script: text arguments, one integer
+    /// back (nil when the script ran past its deadline: an error).
+    async fn run_integer(&self, script: &Script, key: &[u8], args: &[String]) -> Result<i64> {
+        let args: Vec<Arg<'_>> = args.iter().map(|a| Arg::Str(a)).collect();
+        let reply: Option<i64> = script
+            .run(&self.inner.conn, &[key], &args)
+            .await
+            .map_err(|e| store_error(&e))?;
+        reply.ok_or_else(|| late(script))
+    }
+
     /// The call a check of `cost` on `key` makes, for tools that drive a
     /// script without this client (`redis-benchmark`, `redis-cli`): the
     /// script's SHA1, the Redis key, and the arguments after it. Not for
@@ -437,10 +479,19 @@ impl RedisStore {
         key: &[u8],
         cost: u64,
     ) -> Result<(String, Vec<u8>, Vec<String>)> {
-        if let Some(w) = self.server_window(policy) {
-            let args = w.args(cost, 0);
-            let sha = self.server_window_script(&args).sha().to_string();
-            return Ok((sha, self.key_in_form(policy, key, Some(&w)), args));
+        let form = self.form(policy);
+        let redis_key = self.key_in_form(policy, key, &form);
+        match form {
+            Form::Window(w) => {
+                let args = w.args(cost, 0);
+                let sha = self.server_window_script(&args).sha().to_string();
+                return Ok((sha, redis_key, args));
+            }
+            Form::Bucket(b) => {
+                let sha = self.inner.scripts.bucket_server.sha().to_string();
+                return Ok((sha, redis_key, b.args(cost, 0, 0)));
+            }
+            Form::Script => {}
         }
         let [time, _] = self.time_args()?;
         let mut args = vec![time.to_string(), "0".to_string()];
@@ -450,7 +501,7 @@ impl RedisStore {
                 .map(f64::to_string),
         );
         let sha = self.script_for(policy.algorithm()).sha().to_string();
-        Ok((sha, self.key_of(policy, key), args))
+        Ok((sha, redis_key, args))
     }
 
     async fn decide(
@@ -460,22 +511,21 @@ impl RedisStore {
         cost: u64,
         max_wait: u64,
     ) -> Result<Decision> {
-        let form = self.server_window(policy);
-        let redis_key = self.key_in_form(policy, key, form.as_ref());
-        if let Some(w) = form {
+        let form = self.form(policy);
+        let redis_key = self.key_in_form(policy, key, &form);
+        if let Form::Bucket(b) = form {
+            let args = b.args(cost, max_wait, self.server_deadline());
+            let script = &self.inner.scripts.bucket_server;
+            let reply = self.run_integer(script, &redis_key, &args).await?;
+            return b.decision(policy.algorithm(), reply, cost, max_wait);
+        }
+        if let Form::Window(w) = form {
             let sent = self.server_now();
             // As `server_deadline`, from the clock already read.
             let deadline = self.inner.deadline.map_or(0, |d| sent + d);
             let args = w.args(cost, deadline);
             let script = self.server_window_script(&args);
-            let args: Vec<Arg<'_>> = args.iter().map(|a| Arg::Str(a)).collect();
-            let reply: Option<i64> = script
-                .run(&self.inner.conn, &[&redis_key], &args)
-                .await
-                .map_err(|e| store_error(&e))?;
-            let Some(reply) = reply else {
-                return Err(late(script));
-            };
+            let reply = self.run_integer(script, &redis_key, &args).await?;
             let error = self.inner.offset_error.load(Ordering::Relaxed);
             return w.decision(reply, sent.saturating_sub(error), self.server_now() + error);
         }
@@ -520,14 +570,11 @@ impl RedisStore {
     }
 
     async fn batch(&self, requests: &[Request<'_>]) -> Result<Vec<Decision>> {
-        let forms: Vec<Option<ServerWindow>> = requests
-            .iter()
-            .map(|r| self.server_window(r.policy))
-            .collect();
+        let forms: Vec<Form> = requests.iter().map(|r| self.form(r.policy)).collect();
         let keys: Vec<Vec<u8>> = requests
             .iter()
             .zip(&forms)
-            .map(|(r, form)| self.key_in_form(r.policy, r.key, form.as_ref()))
+            .map(|(r, form)| self.key_in_form(r.policy, r.key, form))
             .collect();
         for (i, k) in keys.iter().enumerate() {
             if keys[..i].contains(k) {
@@ -546,12 +593,14 @@ impl RedisStore {
         let mut args = vec![Arg::Bin(pack(&self.time_args()?))];
         for (r, form) in requests.iter().zip(&forms) {
             args.push(Arg::Str(match form {
-                Some(_) => SERVER_WINDOW_TAG,
-                None => tag(r.policy.algorithm()),
+                Form::Window(_) => SERVER_WINDOW_TAG,
+                Form::Bucket(b) => b.tag(),
+                Form::Script => tag(r.policy.algorithm()),
             }));
             let numbers = match form {
-                Some(w) => vec![w.limit as f64, (w.window / 1000) as f64, r.cost as f64],
-                None => params(r.policy.algorithm(), r.cost, 0),
+                Form::Window(w) => vec![w.limit as f64, (w.window / 1000) as f64, r.cost as f64],
+                Form::Bucket(b) => b.batch_numbers(r.cost),
+                Form::Script => params(r.policy.algorithm(), r.cost, 0),
             };
             args.push(Arg::Bin(pack(&numbers)));
         }
@@ -592,6 +641,18 @@ fn late(script: &Script) -> Error {
 /// 2^49: the server-clock fixed window takes limits below this, so that
 /// its value, remaining·16 + tag, stays below 2^53.
 const SERVER_WINDOW_MAX_LIMIT: u64 = 1 << 49;
+
+/// How a policy's state is kept on a store: its algorithm's script, or a
+/// server-clock form whose key's expiry does the clock's work.
+#[derive(Debug, Clone, Copy)]
+enum Form {
+    /// The algorithm's own script (`lua/<algorithm>.lua`).
+    Script,
+    /// A fixed window whose key expires with its window.
+    Window(ServerWindow),
+    /// A bucket whose key expires at its theoretical arrival time.
+    Bucket(ServerBucket),
+}
 
 /// A fixed window in its server-clock form (`lua/fixed_window_server.lua`).
 #[derive(Debug, Clone, Copy)]

@@ -33,13 +33,32 @@ macro_rules! fixed_window_server {
     };
 }
 
-/// A file of `lua/`; `fixed_window_server_fn.lua` is that script's body
-/// wrapped in a function of its own KEYS and ARGV, for the batch.
+/// The buckets' server-clock body after the line that names its key and
+/// its two numbers (see the script's contract).
+macro_rules! bucket_server {
+    () => {
+        concat!(
+            "local key, need, room = KEYS[1], ARGV[1], ARGV[2]\n",
+            include_str!("lua/bucket_server.lua")
+        )
+    };
+}
+
+/// A file of `lua/`; `fixed_window_server_fn.lua` and
+/// `bucket_server_fn.lua` are those scripts' bodies wrapped in a function
+/// of its own KEYS and ARGV, for the batch.
 macro_rules! lua {
     ("fixed_window_server_fn.lua") => {
         concat!(
             "local function fixed_window_server(KEYS, ARGV)\n",
             fixed_window_server!("ARGV[1]"),
+            "end\n"
+        )
+    };
+    ("bucket_server_fn.lua") => {
+        concat!(
+            "local function bucket_server(KEYS, ARGV)\n",
+            bucket_server!(),
             "end\n"
         )
     };
@@ -111,6 +130,9 @@ pub(crate) const FIXED_WINDOW_SERVER_ONE: &str = concat!(
     include_str!("lua/prologue.lua"),
     fixed_window_server!("'16'")
 );
+// The token bucket, GCRA and the leaky bucket on the server's clock, with
+// an interval of whole ms: one body for the three, no clock read.
+pub(crate) const BUCKET_SERVER: &str = concat!(include_str!("lua/prologue.lua"), bucket_server!());
 pub(crate) const SLIDING_WINDOW: &str =
     script!("sliding_window.lua"; entry!("sliding_window", "ddddd", "5", "a1, a2, a3"));
 pub(crate) const SLIDING_LOG: &str =
@@ -124,7 +146,7 @@ pub(crate) const LEAKY_BUCKET: &str =
 pub(crate) const CONCURRENCY: &str = script!("decimal.lua", "concurrency.lua";
     entry!("concurrency", "dddd", "4", "a1, a2, ARGV[#ARGV - 1], ARGV[#ARGV]"));
 pub(crate) const BATCH: &str = script!("decimal.lua", "fixed_window.lua", "fixed_window_server_fn.lua",
-"sliding_window.lua",
+"bucket_server_fn.lua", "sliding_window.lua",
 "sliding_log.lua", "token_bucket.lua", "gcra.lua", "leaky_bucket.lua", "batch.lua";
 concat!(
     "\nlocal time, deadline = struct.unpack('<dd', ARGV[1])\n",
@@ -266,6 +288,8 @@ pub(crate) struct Scripts {
     pub(crate) fixed_window_server: Script,
     /// The same, for a cost of 1 without a deadline: no arguments.
     pub(crate) fixed_window_server_one: Script,
+    /// The token bucket, GCRA and the leaky bucket on the server's clock.
+    pub(crate) bucket_server: Script,
     pub(crate) sliding_window: Script,
     pub(crate) sliding_log: Script,
     pub(crate) token_bucket: Script,
@@ -284,6 +308,7 @@ impl Scripts {
                 "fixed_window_server_one",
                 FIXED_WINDOW_SERVER_ONE,
             ),
+            bucket_server: Script::new("bucket_server", BUCKET_SERVER),
             sliding_window: Script::new("sliding_window", SLIDING_WINDOW),
             sliding_log: Script::new("sliding_log", SLIDING_LOG),
             token_bucket: Script::new("token_bucket", TOKEN_BUCKET),
@@ -294,11 +319,12 @@ impl Scripts {
         }
     }
 
-    pub(crate) fn all(&self) -> [&Script; 10] {
+    pub(crate) fn all(&self) -> [&Script; 11] {
         [
             &self.fixed_window,
             &self.fixed_window_server,
             &self.fixed_window_server_one,
+            &self.bucket_server,
             &self.sliding_window,
             &self.sliding_log,
             &self.token_bucket,

@@ -4,10 +4,12 @@
 --          on Redis Cluster all keys must be in one slot
 -- ARGV[1]  time and deadline, packed (see prologue.lua)
 -- ARGV[2i], ARGV[2i+1]  request i: its algorithm ("fw", "fws", "sw", "sl",
---          "tb", "gcra", "lb"), then its numbers, packed: as in its own
---          script after the deadline (tb and gcra with max_wait 0); for
---          "fws" (fixed_window_server.lua, whose key names its window and
---          limit) limit, window in ms, cost
+--          "tb", "gcra", "lb", "tbs", "gcras", "lbs"), then its numbers,
+--          packed: as in its own script after the deadline (tb and gcra
+--          with max_wait 0); for "fws" (fixed_window_server.lua, whose key
+--          names its window and limit) limit, window in ms, cost; for
+--          "tbs", "gcras" and "lbs" (bucket_server.lua) interval and
+--          capacity in ms, cost
 -- Reply    five doubles per request, as the algorithms reply, in one
 --          string; or the single double -1 when the deadline passed
 -- Rule     first every request is decided without writing; only if all are
@@ -49,6 +51,40 @@ local function decide(i, now, peek, dry)
       return {1, remaining, reset, 0, 0}
     end
     return {0, remaining, reset, until_end, 0}
+  end
+  if alg == 'tbs' or alg == 'gcras' or alg == 'lbs' then
+    -- The script's reply is the backlog b (ms) before the decision; the
+    -- decision follows from it as in the buckets' own scripts, with
+    -- max_wait 0 (so the wait of an admission is none, and its delay the
+    -- leaky bucket's backlog).
+    local interval, capacity, cost = a[1], a[2], a[3]
+    if peek then
+      cost = 0
+    end
+    local need = cost * interval
+    local args = {string.format('%d', need), string.format('%d', capacity - need), '0'}
+    if dry then
+      args[4] = 'dry'
+    end
+    local b = bucket_server({key}, args)
+    local allowed = b >= 0
+    local debt = b + need
+    if not allowed then
+      b = -1 - b
+      debt = b
+    end
+    local remaining = 0
+    if debt < capacity then
+      remaining = math.floor((capacity - debt) / interval)
+    end
+    if allowed then
+      local delay = 0
+      if alg == 'lbs' then
+        delay = b * 1000
+      end
+      return {1, remaining, debt * 1000, 0, delay}
+    end
+    return {0, remaining, debt * 1000, (b + need - capacity) * 1000, 0}
   end
   if alg == 'fw' or alg == 'sw' or alg == 'sl' then
     if peek then

@@ -1,0 +1,209 @@
+//! The token bucket, GCRA and the leaky bucket in their server-clock form
+//! (`lua/bucket_server.lua`): the key's expiry is the theoretical arrival
+//! time, so a decision reads no clock and the script replies one number,
+//! the backlog, from which the algorithm's own Rust code rebuilds the
+//! decision.
+
+use crate::algorithm::{
+    Algorithm, GcraState, LeakyBucketState, MAX_EXACT, State, TokenBucketState,
+};
+use crate::{Decision, Error, Result, StoreErrorKind};
+
+/// The most backlog, in scaled units, a reply may name: a state's debt
+/// stays within the capacity plus the longest reservation (each below
+/// 2^50, see `Policy::validate_reservation`).
+const MAX_BACKLOG_UNITS: u64 = 1 << 52;
+
+/// A bucket on the server's clock: its interval and capacity in whole ms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ServerBucket {
+    /// `per / rate`, in ms.
+    interval: u64,
+    /// The burst (or the leaky bucket's capacity) times the interval, in ms.
+    capacity: u64,
+    /// The key's suffix, which the batch also names the form by.
+    tag: &'static str,
+}
+
+impl ServerBucket {
+    /// The form of a token bucket, GCRA or leaky bucket whose interval
+    /// (`per / rate`) is a whole number of ms; `None` for any other policy.
+    pub(super) fn of(algorithm: &Algorithm) -> Option<ServerBucket> {
+        let (rate, tokens, tag) = match algorithm {
+            Algorithm::TokenBucket(a) => (a.rate(), a.burst(), "tbs"),
+            Algorithm::Gcra(a) => (a.rate(), a.burst(), "gcras"),
+            Algorithm::LeakyBucket(a) => (a.rate(), a.capacity(), "lbs"),
+            _ => return None,
+        };
+        // One token is units_per_token units, units_per_micro of which
+        // drip in per µs: the interval is their ratio, in µs.
+        let units_per_ms = rate.units_per_micro * 1000;
+        rate.units_per_token.is_multiple_of(units_per_ms).then(|| {
+            let interval = rate.units_per_token / units_per_ms;
+            ServerBucket {
+                interval,
+                // At most the capacity in scaled units (below 2^50).
+                capacity: tokens * interval,
+                tag,
+            }
+        })
+    }
+
+    /// The key's suffix: `tbs`, `gcras` or `lbs`.
+    pub(super) fn tag(&self) -> &'static str {
+        self.tag
+    }
+
+    /// The numbers the batch passes for this form: interval, capacity (ms)
+    /// and cost.
+    pub(super) fn batch_numbers(&self, cost: u64) -> Vec<f64> {
+        vec![self.interval as f64, self.capacity as f64, cost as f64]
+    }
+
+    /// The script's arguments, as text: need and room (ms), then the
+    /// deadline when there is one. `cost` is at most the burst (validated),
+    /// so `need` is at most the capacity.
+    pub(super) fn args(&self, cost: u64, max_wait: u64, deadline: u64) -> Vec<String> {
+        let need = cost * self.interval;
+        // A reservation's wait is a whole number of ms here (every debt is),
+        // so it fits in max_wait µs exactly when it fits in its whole ms.
+        let room = self.capacity + max_wait / 1000 - need;
+        let mut args = vec![need.to_string(), room.to_string()];
+        if deadline > 0 {
+            args.push(deadline.to_string());
+        }
+        args
+    }
+
+    /// The decision from the script's reply (the backlog in ms before the
+    /// decision, or -1 minus it when denied): the algorithm's own decision
+    /// on a state that far ahead of now, which must agree with the
+    /// script's on admission.
+    pub(super) fn decision(
+        &self,
+        algorithm: &Algorithm,
+        reply: i64,
+        cost: u64,
+        max_wait: u64,
+    ) -> Result<Decision> {
+        let admitted = reply >= 0;
+        let backlog = if admitted { reply } else { -1 - reply } as u64;
+        let protocol = |why: &str| Error::Store {
+            kind: StoreErrorKind::Protocol,
+            message: format!("bucket_server replied {reply}, {why}"),
+        };
+        let micros = backlog
+            .checked_mul(1000)
+            .filter(|&m| m < MAX_EXACT)
+            .ok_or_else(|| protocol("a backlog beyond any this policy keeps"))?;
+        // At now = 0, the state whose TAT (or finish time) is `micros` ahead.
+        let mut state = match algorithm {
+            Algorithm::TokenBucket(a) => {
+                let deficit = micros
+                    .checked_mul(a.rate().units_per_micro)
+                    .filter(|&d| d <= MAX_BACKLOG_UNITS)
+                    .ok_or_else(|| protocol("a backlog beyond any this policy keeps"))?;
+                State::TokenBucket(TokenBucketState { deficit, at: 0 })
+            }
+            Algorithm::Gcra(_) => State::Gcra(GcraState { micros, frac: 0 }),
+            Algorithm::LeakyBucket(_) => State::LeakyBucket(LeakyBucketState { micros, frac: 0 }),
+            other => {
+                return Err(protocol(&format!("but the policy is a {}", other.name())));
+            }
+        };
+        let verdict = algorithm.decide_micros(&mut state, 0, cost, max_wait);
+        if verdict.allowed != admitted {
+            return Err(protocol(&format!(
+                "but a cost of {cost} on that backlog is {}",
+                if verdict.allowed {
+                    "admitted"
+                } else {
+                    "denied"
+                }
+            )));
+        }
+        Ok(verdict.decision())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::Policy;
+
+    fn bucket(policy: &Policy) -> Option<ServerBucket> {
+        ServerBucket::of(policy.algorithm())
+    }
+
+    #[test]
+    fn only_whole_ms_intervals_take_the_form() {
+        let s = Duration::from_secs(1);
+        let tb = Policy::token_bucket("t", 10, s, 20).unwrap();
+        assert_eq!(
+            bucket(&tb),
+            Some(ServerBucket {
+                interval: 100,
+                capacity: 2000,
+                tag: "tbs"
+            })
+        );
+        let gcra = Policy::gcra("g", 120, Duration::from_secs(60), 5).unwrap();
+        assert_eq!(
+            bucket(&gcra).map(|b| (b.interval, b.tag)),
+            Some((500, "gcras"))
+        );
+        let lb = Policy::leaky_bucket("l", 1000, s, 3).unwrap();
+        assert_eq!(bucket(&lb).map(|b| (b.interval, b.tag)), Some((1, "lbs")));
+        // 333.3 ms, 0.5 ms, 1.5 ms: not whole ms.
+        for (rate, per) in [(3, 1000), (2000, 1000), (2, 3)] {
+            let p = Policy::gcra("g", rate, Duration::from_millis(per), 1).unwrap();
+            assert_eq!(bucket(&p), None, "{rate} per {per} ms");
+        }
+        let fw = Policy::fixed_window("f", 1, s).unwrap();
+        assert_eq!(bucket(&fw), None);
+    }
+
+    #[test]
+    fn a_reply_becomes_the_algorithms_own_decision() {
+        let s = Duration::from_secs(1);
+        for policy in [
+            Policy::token_bucket("t", 10, s, 3).unwrap(),
+            Policy::gcra("g", 10, s, 3).unwrap(),
+        ] {
+            let b = bucket(&policy).unwrap();
+            let a = policy.algorithm();
+            // 150 ms of backlog, cost 1: admitted, 1.5 tokens were missing.
+            let d = b.decision(a, 150, 1, 0).unwrap();
+            assert!(d.allowed);
+            assert_eq!(d.remaining, 0);
+            assert_eq!(d.reset_after, Duration::from_millis(250));
+            // 250 ms of backlog and a cost of 1 needs 50 ms more.
+            let d = b.decision(a, -251, 1, 0).unwrap();
+            assert!(!d.allowed);
+            assert_eq!(d.retry_after, Duration::from_millis(50));
+            assert_eq!(d.reset_after, Duration::from_millis(250));
+            // Reserved with a wait of up to 60 ms: the wait is the delay.
+            assert_eq!(b.args(1, 60_999, 0), ["100", "260"]);
+            let d = b.decision(a, 250, 1, 60_999).unwrap();
+            assert_eq!(d.delay, Duration::from_millis(50));
+            // The script and the algorithm disagreeing is a protocol error,
+            // as is a backlog no state of this policy could have.
+            assert!(b.decision(a, 250, 1, 0).is_err());
+            assert!(b.decision(a, -1, 1, 0).is_err());
+            assert!(b.decision(a, i64::MAX, 0, 0).is_err());
+        }
+        let lb = Policy::leaky_bucket("l", 10, s, 3).unwrap();
+        let d = bucket(&lb)
+            .unwrap()
+            .decision(lb.algorithm(), 120, 1, 0)
+            .unwrap();
+        assert_eq!(
+            d.delay,
+            Duration::from_millis(120),
+            "a shaper's delay is the backlog"
+        );
+        assert_eq!(d.reset_after, Duration::from_millis(220));
+    }
+}
