@@ -18,6 +18,10 @@
 //! expiring with its window (`lua/fixed_window_server.lua`), under the
 //! suffix `fws:<window ms>:<limit>`: the script reads both from the key's
 //! name when it starts a window, so a changed window or limit starts over.
+//! So do a token bucket, GCRA and leaky bucket on the server's clock whose
+//! interval is whole milliseconds (on Redis 7.0 and later): an empty key
+//! whose expiry is the theoretical arrival time (`lua/bucket_server.lua`),
+//! under the suffixes `tbs`, `gcras` and `lbs`.
 //! Policy names are limited to `A-Z a-z 0-9 _ - .`, and the prefix may not
 //! contain braces.
 

@@ -42,8 +42,9 @@ use crate::{Clock, Decision, Error, Policy, Result, StoreErrorKind, SystemClock,
 #[derive(Debug, Clone, Default)]
 pub enum TimeSource {
     /// The server's clock (`TIME` in the script; for a fixed window of
-    /// whole ms, the expiry of its key, see [`keys`]): application servers
-    /// with skewed clocks still agree. The default.
+    /// whole ms, and for a token bucket, GCRA or leaky bucket whose
+    /// interval is whole ms, the expiry of its key, see [`keys`]):
+    /// application servers with skewed clocks still agree. The default.
     #[default]
     Server,
     /// The caller's clock, passed as an argument: for Redis-compatible
