@@ -262,8 +262,16 @@ fn kill_9_under_load_falls_back_within_the_deadline_and_recovers() {
         assert!(p99_open < Duration::from_millis(5), "p99 with the breaker open: {p99_open:?}");
         assert!(admitted <= bound, "fallback admitted {admitted} > {bound}");
         assert!(admitted >= 20, "the fallback admits its burst");
+        // Back on Redis: answered by Redis, or by a denial Redis proved (the
+        // deny cache remembers Redis's own denials only; at 4000 calls a
+        // second against 100, one in the ms of an admission is denied for
+        // a whole interval, which the cache keeps), never by the fallback.
         let last = samples.last().unwrap();
-        assert_eq!(source_of(last), Some(Source::Store), "decisions are back on Redis");
+        assert!(
+            matches!(source_of(last), Some(Source::Store | Source::Cache)),
+            "decisions are back on Redis: {:?}",
+            source_of(last)
+        );
         assert!(counter("tollgate_store_errors_total", ("kind", "io")) + counter("tollgate_store_errors_total", ("kind", "timeout")) > 0);
     });
 }
