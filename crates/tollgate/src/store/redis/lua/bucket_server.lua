@@ -42,7 +42,9 @@
 --          writes nothing. A key without an expiry (-1, not ours) counts as
 --          fresh and is replaced by the first admission.
 -- Numbers  the TAT is a Unix time in ms (13 digits) and need and room are
---          below 2^52 (checked in Rust), so every sum is exact.
+--          below 2^51 (the capacity in scaled units is below 2^50, and so
+--          is a reservation's longest wait, which the policy's validation
+--          sees to), so every sum is exact.
 -- Needs    Redis 7.0 (PEXPIRETIME); the store checks the version at
 --          connect and keeps token_bucket.lua, gcra.lua and
 --          leaky_bucket.lua for older servers, for client time, and for
