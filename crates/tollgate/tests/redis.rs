@@ -586,6 +586,27 @@ fn script_flush_under_load_is_invisible_on_a_cluster() {
 
 // ------------------------------------------------- the server-clock window
 
+/// One call of a server-clock form's script, pipelined between two `TIME`s
+/// and followed by `PEXPIRETIME` of its key, so that the server's time at
+/// the call is known within a round trip: the time before (s, µs), the
+/// reply, the key's expiry (ms; -2 once gone) and the time after.
+async fn bracketed_call(
+    conn: &mut redis::aio::MultiplexedConnection,
+    sha: &str,
+    key: &[u8],
+    args: &[String],
+) -> ((u64, u64), i64, i64, (u64, u64)) {
+    let mut pipe = redis::pipe();
+    pipe.cmd("TIME")
+        .cmd("EVALSHA")
+        .arg(sha)
+        .arg(1)
+        .arg(key)
+        .arg(args);
+    pipe.cmd("PEXPIRETIME").arg(key).cmd("TIME");
+    pipe.query_async(conn).await.unwrap()
+}
+
 /// One request of `cost` per policy, all on the key `k`: an atomic batch.
 fn requests_on_k<'a, const N: usize>(policies: [&'a Policy; N], cost: u64) -> [Request<'a>; N] {
     policies.map(|policy| Request {
@@ -633,16 +654,8 @@ fn the_server_clock_window_ends_exactly_at_the_windows_end() {
             let (mut calls, mut first_ms_calls) = (0, 0);
             let end = unix_micros() + 300_000;
             while unix_micros() < end {
-                let mut pipe = redis::pipe();
-                pipe.cmd("TIME")
-                    .cmd("EVALSHA")
-                    .arg(&sha)
-                    .arg(1)
-                    .arg(&key)
-                    .arg(&args);
-                pipe.cmd("PEXPIRETIME").arg(&key).cmd("TIME");
-                let ((s0, u0), reply, expires, (s1, u1)): ((u64, u64), i64, i64, (u64, u64)) =
-                    pipe.query_async(&mut conn).await.unwrap();
+                let ((s0, u0), reply, expires, (s1, u1)) =
+                    bracketed_call(&mut conn, &sha, &key, &args).await;
                 let (k0, k1) = ((s0 * 1_000_000 + u0) / w, (s1 * 1_000_000 + u1) / w);
                 if k1 - k0 >= 4 {
                     unknown.extend(k0..=k1);
@@ -810,16 +823,7 @@ fn the_server_clock_bucket_keeps_its_tat_as_the_keys_expiry() {
             let (mut admitted, mut denied, mut on_backlog) = (0, 0, 0);
             let end = unix_micros() + 300_000;
             while unix_micros() < end {
-                let mut pipe = redis::pipe();
-                pipe.cmd("TIME")
-                    .cmd("EVALSHA")
-                    .arg(&sha)
-                    .arg(1)
-                    .arg(&key)
-                    .arg(&args);
-                pipe.cmd("PEXPIRETIME").arg(&key).cmd("TIME");
-                let (t0, reply, expires, t1): ((u64, u64), i64, i64, (u64, u64)) =
-                    pipe.query_async(&mut conn).await.unwrap();
+                let (t0, reply, expires, t1) = bracketed_call(&mut conn, &sha, &key, &args).await;
                 let (m0, m1) = (ms(t0), ms(t1));
                 let backlog = if reply >= 0 { reply } else { -1 - reply } as u64;
                 let (low, high) = match tat {
