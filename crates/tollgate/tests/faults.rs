@@ -355,15 +355,22 @@ fn calls_run_after_their_deadline_write_nothing() {
         assert!(first.iter().all(|d| d.allowed && d.remaining == 9));
         let requests = batch(1);
         tokio::task::block_in_place(|| server.stop());
-        let (late, late_single, ()) = tokio::join!(
+        // With them, single checks of each: the window's and the bucket's
+        // server-clock forms (the bucket's interval is a whole hour).
+        let (late, late_window, late_bucket, ()) = tokio::join!(
             store.check_many(&requests, true),
             store.check(&window, b"k", 1),
+            store.check(&bucket, b"k", 1),
             async {
                 tokio::time::sleep(DEADLINE * 4).await;
                 tokio::task::block_in_place(|| server.cont());
             }
         );
-        for err in [late.unwrap_err(), late_single.unwrap_err()] {
+        for err in [
+            late.unwrap_err(),
+            late_window.unwrap_err(),
+            late_bucket.unwrap_err(),
+        ] {
             assert!(err.is_transient(), "{err}");
             assert!(err.to_string().contains("deadline"), "{err}");
         }
