@@ -429,72 +429,91 @@ fn main() {
             println!("{name:<22} {:>6.2} µs  {each}", seen[seen.len() / 2]);
         }
 
+        // As many commands in flight as redis-benchmark keeps: 50
+        // connections of 16 pipelined commands.
+        let callers = 800;
+        let rounds = if quick { 1 } else { 3 };
         println!(
-            "\nsaturation: our client (256 callers) vs redis-benchmark -c 50 -P 16, same script"
+            "\nsaturation: our client ({callers} callers, one thread) vs redis-benchmark -c 50 -P 16, \
+             same script; median of {rounds} rounds, each on fresh keys"
         );
         println!(
             "(redis-benchmark cannot send NUL bytes, so it sends the numbers as decimal text,\n\
              which the scripts also accept at a higher server cost; `text` is our client\n\
              sending that same text command, `store` is RedisStore with packed numbers, which\n\
-             for the fixed window on the server's clock is redis-benchmark's own command)"
+             for the server-clock forms is redis-benchmark's own command)"
         );
+        let median = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
         for policy in policies() {
             if policy.algorithm().name() == "concurrency" {
                 continue;
             }
-            // redis-benchmark replaces __rand_int__ with one of 6400 keys (-r);
-            // our text run below uses 6400 other keys, fresh as well.
-            let (sha, key, args) = store.evalsha_call(&policy, b"__rand_int__", 1).unwrap();
-            let mut command = vec!["EVALSHA".to_string(), sha, "1".to_string()];
-            command.push(String::from_utf8(key).unwrap());
-            command.extend(args);
-            reset_stats(&server);
-            let theirs = redis_benchmark(&server, requests, &command);
-            let theirs_cost = usec_per_call(&server, "evalsha");
-            reset_stats(&server);
-            let text = Arc::new(command);
-            let c = conn.clone();
-            let ours_text = drive("text", 256, run, move |i, n| {
-                let (mut c, text) = (c.clone(), text.clone());
-                async move {
-                    let mut cmd = redis::cmd(&text[0]);
-                    for (j, arg) in text[1..].iter().enumerate() {
-                        if j == 2 {
-                            // 6400 fresh keys, as redis-benchmark's: a fixed
-                            // window's first admission of a key costs more.
-                            let k = format!("t{:011}", (i as u64 * 100 + n % 100) % 6400);
-                            cmd.arg(arg.replace("__rand_int__", &k));
-                        } else {
-                            cmd.arg(arg);
+            let (mut rb, mut rb_cost, mut texts, mut stores) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            for round in 0..rounds {
+                // redis-benchmark replaces __rand_int__ with one of 6400 keys
+                // (-r); our two runs use 6400 others each, all fresh in each
+                // round (a fixed window's first admission of a key costs
+                // more), one after the other so that the three share the
+                // machine's moment.
+                let user_key = format!("r{round}-__rand_int__");
+                let (sha, key, args) = store.evalsha_call(&policy, user_key.as_bytes(), 1).unwrap();
+                let mut command = vec!["EVALSHA".to_string(), sha, "1".to_string()];
+                command.push(String::from_utf8(key).unwrap());
+                command.extend(args);
+                reset_stats(&server);
+                rb.push(redis_benchmark(&server, requests, &command));
+                rb_cost.push(usec_per_call(&server, "evalsha"));
+                let text = Arc::new(command);
+                let c = conn.clone();
+                let row = drive("text", callers, run, move |i, n| {
+                    let (mut c, text) = (c.clone(), text.clone());
+                    async move {
+                        let mut cmd = redis::cmd(&text[0]);
+                        for (j, arg) in text[1..].iter().enumerate() {
+                            if j == 2 {
+                                let k = format!("t{:011}", (i as u64 * 100 + n % 100) % 6400);
+                                cmd.arg(arg.replace("__rand_int__", &k));
+                            } else {
+                                cmd.arg(arg);
+                            }
                         }
+                        let _: redis::Value = cmd.query_async(&mut c).await.unwrap();
                     }
-                    let _: redis::Value = cmd.query_async(&mut c).await.unwrap();
-                }
-            })
-            .await;
-            // The store again, beside the other two so that the three share
-            // the machine's moment, on 6400 fresh keys of its own as they
-            // have (a fixed window's first admission of a key costs more).
-            let (s, p) = (store.clone(), Arc::new(policy.clone()));
-            let ours = drive("store", 256, run, move |i, n| {
-                let (s, p) = (s.clone(), p.clone());
-                async move {
-                    let key = format!("s{:011}", (i as u64 * 100 + n % 100) % 6400);
-                    s.check(&p, key.as_bytes(), 1).await.unwrap();
-                }
-            })
-            .await
-            .per_second;
+                })
+                .await;
+                texts.push(row.per_second);
+                let (s, p) = (store.clone(), Arc::new(policy.clone()));
+                let row = drive("store", callers, run, move |i, n| {
+                    let (s, p) = (s.clone(), p.clone());
+                    async move {
+                        let key = format!("r{round}-s{:011}", (i as u64 * 100 + n % 100) % 6400);
+                        s.check(&p, key.as_bytes(), 1).await.unwrap();
+                    }
+                })
+                .await;
+                stores.push(row.per_second);
+            }
+            let store_rb: Vec<String> = stores
+                .iter()
+                .zip(&rb)
+                .map(|(s, r)| format!("{:.0}%", 100.0 * s / r))
+                .collect();
+            let (ours, text, theirs) = (median(stores), median(texts), median(rb));
             println!(
                 "{:<18} store {:>8.0}/s  text {:>8.0}/s  redis-benchmark {:>8.0}/s \
-                 ({:.2} µs/call)  text/rb {:>5.1}%  store/rb {:>5.1}%",
+                 ({:.2} µs/call)  text/rb {:>5.1}%  store/rb {:>5.1}% [rounds {}]",
                 label(&policy),
                 ours,
-                ours_text.per_second,
+                text,
                 theirs,
-                theirs_cost,
-                100.0 * ours_text.per_second / theirs,
-                100.0 * ours / theirs
+                median(rb_cost),
+                100.0 * text / theirs,
+                100.0 * ours / theirs,
+                store_rb.join(" ")
             );
         }
     });
