@@ -60,6 +60,7 @@ struct RawStore {
     on_failure: Option<Spanned<String>>,
     expected_instances: Option<Spanned<i64>>,
     max_keys: Option<Spanned<i64>>,
+    bucket_expiry_form: Option<bool>,
 }
 
 /// Where the service listens and who may ask it.
@@ -80,6 +81,9 @@ pub(crate) struct StoreSettings {
     pub(crate) on_failure: OnFailure,
     pub(crate) expected_instances: u32,
     pub(crate) max_keys: Option<usize>,
+    /// Redis: buckets on the server's clock keep their TAT as the key's
+    /// expiry (`RedisStoreBuilder::bucket_expiry_form`).
+    pub(crate) bucket_expiry_form: bool,
 }
 
 impl Default for StoreSettings {
@@ -91,6 +95,7 @@ impl Default for StoreSettings {
             on_failure: OnFailure::Local,
             expected_instances: 1,
             max_keys: None,
+            bucket_expiry_form: true,
         }
     }
 }
@@ -313,6 +318,9 @@ fn store_settings(raw: RawStore) -> Result<StoreSettings, SpannedError> {
         _ => {}
     }
     settings.prefix = raw.prefix.map(Spanned::into_inner);
+    if let Some(on) = raw.bucket_expiry_form {
+        settings.bucket_expiry_form = on;
+    }
     if let Some(d) = raw.deadline {
         settings.deadline = parse_duration(d.get_ref())
             .map_err(|e| (d.span(), format!("[store] `deadline`: {e}")))?;
@@ -612,5 +620,25 @@ algorithm = "bogus"
         assert!(e[0].message.contains("-3"), "{}", e[0]);
         let e = parse("x.toml", "[[policy]]\nname = \"a\"\nalgorithm = \"fixed_window\"\nlimit = 1\nwindow = \"1s\"\nburst = 4\n").unwrap_err();
         assert!(e[0].message.contains("does not apply"), "{}", e[0]);
+    }
+
+    #[test]
+    fn the_bucket_expiry_form_can_be_switched_off() {
+        let policy =
+            "[[policy]]\nname = \"a\"\nalgorithm = \"gcra\"\nrate = 1\nper = \"1s\"\nburst = 1\n";
+        let on = parse("x.toml", policy).unwrap();
+        assert!(on.store.bucket_expiry_form, "on by default");
+        let off = parse(
+            "x.toml",
+            &format!("[store]\nbucket_expiry_form = false\n{policy}"),
+        )
+        .unwrap();
+        assert!(!off.store.bucket_expiry_form);
+        let e = parse(
+            "x.toml",
+            &format!("[store]\nbucket_expiry_form = \"no\"\n{policy}"),
+        )
+        .unwrap_err();
+        assert_eq!(e[0].line, 2, "{}", e[0]);
     }
 }

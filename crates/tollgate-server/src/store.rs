@@ -61,7 +61,9 @@ pub(crate) async fn build(config: &PolicySet) -> Result<ServiceStore, String> {
             settings,
         });
     }
-    let mut redis = RedisStore::builder(settings.urls.clone()).deadline(settings.deadline);
+    let mut redis = RedisStore::builder(settings.urls.clone())
+        .deadline(settings.deadline)
+        .bucket_expiry_form(settings.bucket_expiry_form);
     if let Some(prefix) = &settings.prefix {
         redis = redis.prefix(prefix.clone());
     }

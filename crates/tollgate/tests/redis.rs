@@ -944,6 +944,23 @@ fn the_server_clock_bucket_keeps_its_tat_as_the_keys_expiry() {
         assert!(over[1].retry_after > hour - Duration::from_secs(1) && over[1].retry_after <= hour);
         let peek = store.check_many(&batch(0), true).await.unwrap();
         assert_eq!((peek[0].remaining, peek[1].remaining), (3, 0), "{peek:?}");
+
+        // Asked not to, the store keeps the form that reads `TIME`, under the
+        // bucket's own key: the same bucket empties there from full.
+        let time_form = RedisStore::builder([server.url()])
+            .prefix(fresh_prefix("tat-off"))
+            .bucket_expiry_form(false)
+            .connect()
+            .await
+            .unwrap();
+        assert!(time_form.key_of(&bucket, b"k").ends_with(b":gcra"));
+        for left in [1, 0] {
+            assert_eq!(
+                time_form.check(&bucket, b"k", 1).await.unwrap().remaining,
+                left
+            );
+        }
+        assert!(!time_form.check(&bucket, b"k", 1).await.unwrap().allowed);
     });
     Deployment::Standalone.assert_every_key_expires();
 }

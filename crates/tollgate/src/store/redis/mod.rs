@@ -83,9 +83,10 @@ struct Inner {
     /// When (our clock, µs) the offset was last measured or a measurement
     /// started, so that only one runs at a time.
     offset_at: AtomicU64,
-    /// Whether the server has `PEXPIRETIME` (Redis 7.0), which the buckets'
-    /// server-clock form needs; probed at connect.
-    expire_time: bool,
+    /// Whether buckets take their server-clock form: asked for (the
+    /// default), and the server has `PEXPIRETIME` (Redis 7.0), probed at
+    /// connect.
+    bucket_form: bool,
 }
 
 /// How often the offset between our clock and the server's is measured
@@ -100,9 +101,24 @@ pub struct RedisStoreBuilder {
     time: TimeSource,
     connect_timeout: Duration,
     deadline: Option<Duration>,
+    bucket_form: bool,
 }
 
 impl RedisStoreBuilder {
+    /// Whether a token bucket, GCRA or leaky bucket on the server's clock
+    /// whose interval is whole ms keeps its theoretical arrival time as
+    /// its key's expiry (default `true`; see `lua/bucket_server.lua`):
+    /// about 60% of the server's work of the form that reads `TIME`, at
+    /// the server clock's ms resolution. `false` keeps that other form,
+    /// exact to the µs, under the keys tollgate used for every bucket
+    /// before this form existed: for a rolling upgrade from such a version
+    /// (switch it on once no old instance shares the limits; the two forms
+    /// keep separate state), or for µs exactness.
+    pub fn bucket_expiry_form(mut self, enabled: bool) -> Self {
+        self.bucket_form = enabled;
+        self
+    }
+
     /// Gives every decision a deadline (none by default). With server time,
     /// each script call carries the moment, on the server's clock, after
     /// which it must not run: a command that sat in the socket of a stalled
@@ -172,7 +188,7 @@ impl RedisStoreBuilder {
                 )
             }
         };
-        let expire_time = has_expire_time(&conn, &self.prefix).await?;
+        let bucket_form = self.bucket_form && has_expire_time(&conn, &self.prefix).await?;
         let store = RedisStore {
             inner: Arc::new(Inner {
                 conn,
@@ -185,7 +201,7 @@ impl RedisStoreBuilder {
                 offset: AtomicI64::new(0),
                 offset_error: AtomicU64::new(0),
                 offset_at: AtomicU64::new(0),
-                expire_time,
+                bucket_form,
             }),
         };
         store.load_scripts().await?;
@@ -257,6 +273,7 @@ impl RedisStore {
             time: TimeSource::Server,
             connect_timeout: Duration::from_secs(2),
             deadline: None,
+            bucket_form: true,
         }
     }
 
@@ -384,7 +401,7 @@ impl RedisStore {
                     window: a.window_micros(),
                 })
             }
-            algorithm if self.inner.expire_time => {
+            algorithm if self.inner.bucket_form => {
                 ServerBucket::of(algorithm).map_or(Form::Script, Form::Bucket)
             }
             _ => Form::Script,
