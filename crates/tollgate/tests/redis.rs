@@ -961,6 +961,27 @@ fn the_server_clock_bucket_keeps_its_tat_as_the_keys_expiry() {
             );
         }
         assert!(!time_form.check(&bucket, b"k", 1).await.unwrap().allowed);
+
+        // So does a user whose ACL denies it PEXPIRETIME (a script calling it
+        // would fail): the store connects and decides in the TIME form.
+        server.cli(&[
+            "ACL",
+            "SETUSER",
+            "no-expiretime",
+            "on",
+            ">secret",
+            "~*",
+            "+@all",
+            "-pexpiretime",
+        ]);
+        let url = format!("redis://no-expiretime:secret@127.0.0.1:{}/", server.port());
+        let limited = RedisStore::builder([url])
+            .prefix(fresh_prefix("tat-acl"))
+            .connect()
+            .await
+            .unwrap();
+        assert!(limited.key_of(&bucket, b"k").ends_with(b":gcra"));
+        assert_eq!(limited.check(&bucket, b"k", 1).await.unwrap().remaining, 1);
     });
     Deployment::Standalone.assert_every_key_expires();
 }

@@ -229,15 +229,22 @@ impl KindStr for redis::RedisError {
     }
 }
 
-/// Whether the server has `PEXPIRETIME` (Redis 7.0 and later), asked of
-/// the node that holds a key under `prefix` (on a cluster, the nodes are
-/// expected to run one version). Only "unknown command" means no.
+/// Whether the server lets us use `PEXPIRETIME` (Redis 7.0 and later),
+/// asked of the node that holds a key under `prefix` (on a cluster, the
+/// nodes are expected to run one version): no when it does not know the
+/// command, or when an ACL denies it to our user (a script calling it
+/// would fail the same way); any other error fails the connect.
 async fn has_expire_time(conn: &Connection, prefix: &str) -> Result<bool> {
     let mut cmd = redis::cmd("PEXPIRETIME");
     cmd.arg(format!("{prefix}{{probe}}"));
     match conn.query(&cmd).await {
         Ok(_) => Ok(true),
-        Err(e) if e.to_string().contains("unknown command") => Ok(false),
+        Err(e)
+            if e.to_string().contains("unknown command")
+                || e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm) =>
+        {
+            Ok(false)
+        }
         Err(e) => Err(store_error(&e)),
     }
 }
