@@ -945,6 +945,39 @@ fn the_server_clock_bucket_keeps_its_tat_as_the_keys_expiry() {
         let peek = store.check_many(&batch(0), true).await.unwrap();
         assert_eq!((peek[0].remaining, peek[1].remaining), (3, 0), "{peek:?}");
 
+        // A leaky bucket in a batch and alone: the second admission waits
+        // for the first to leave (its delay is the backlog), the third finds
+        // the queue full.
+        let shaper = Policy::leaky_bucket("tat-batch-lb", 1, hour, 2).unwrap();
+        assert!(store.key_of(&shaper, b"k").ends_with(b":lbs"));
+        for batched in [true, false] {
+            let key: &[u8] = if batched { b"batched" } else { b"alone" };
+            let mut decisions = Vec::new();
+            for _ in 0..3 {
+                let request = Request {
+                    policy: &shaper,
+                    key,
+                    cost: 1,
+                };
+                decisions.push(if batched {
+                    store.check_many(&[request], true).await.unwrap()[0]
+                } else {
+                    store.check(&shaper, key, 1).await.unwrap()
+                });
+            }
+            let [first, second, third] = decisions[..] else {
+                unreachable!()
+            };
+            assert!(first.allowed && first.delay == Duration::ZERO, "{first:?}");
+            assert!(second.allowed, "{second:?}");
+            assert!(
+                second.delay > hour - Duration::from_secs(1) && second.delay <= hour,
+                "batched {batched}: {second:?}"
+            );
+            assert!(!third.allowed && third.remaining == 0, "{third:?}");
+            assert!(third.retry_after > hour - Duration::from_secs(1) && third.retry_after <= hour);
+        }
+
         // Asked not to, the store keeps the form that reads `TIME`, under the
         // bucket's own key: the same bucket empties there from full.
         let time_form = RedisStore::builder([server.url()])
