@@ -28,6 +28,12 @@ use tollgate::store::redis::{RedisStore, TimeSource};
 use tollgate::{Clock, Policy, SystemClock};
 use tollgate_testkit::RedisServer;
 
+/// The middle value (the upper one of an even count).
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
 /// One measured row.
 struct Row {
     name: String,
@@ -423,10 +429,8 @@ fn main() {
             "\nserver cost per call (INFO commandstats usec_per_call, 16 callers): \
              median of {rounds} interleaved rounds [each round]"
         );
-        for ((name, _, _), mut seen) in costs.iter().zip(seen) {
-            let each = format!("{seen:.2?}");
-            seen.sort_by(f64::total_cmp);
-            println!("{name:<22} {:>6.2} µs  {each}", seen[seen.len() / 2]);
+        for ((name, _, _), seen) in costs.iter().zip(seen) {
+            println!("{name:<22} {:>6.2} µs  {seen:.2?}", median(seen.clone()));
         }
 
         // As many commands in flight as redis-benchmark keeps: 50
@@ -443,10 +447,6 @@ fn main() {
              sending that same text command, `store` is RedisStore with packed numbers, which\n\
              for the server-clock forms is redis-benchmark's own command)"
         );
-        let median = |mut v: Vec<f64>| {
-            v.sort_by(f64::total_cmp);
-            v[v.len() / 2]
-        };
         for policy in policies() {
             if policy.algorithm().name() == "concurrency" {
                 continue;
