@@ -811,6 +811,9 @@ fn the_server_clock_bucket_keeps_its_tat_as_the_keys_expiry() {
                 2,
                 1,
             ),
+            // Calls a few ms apart (a busy machine) still pile up a backlog
+            // here, which the intervals of a few ms above may not see.
+            (Policy::gcra("tat-slow", 20, second, 3).unwrap(), 50, 150, 1),
         ];
         for (policy, interval, capacity, cost) in cases {
             let name = policy.name();
@@ -821,8 +824,9 @@ fn the_server_clock_bucket_keeps_its_tat_as_the_keys_expiry() {
             // The expiry the model expects: the TAT in ms, or none.
             let mut tat: Option<u64> = None;
             let (mut admitted, mut denied, mut on_backlog) = (0, 0, 0);
-            let end = unix_micros() + 300_000;
-            while unix_micros() < end {
+            // Until every path has been taken often enough, or 2 s.
+            let end = unix_micros() + 2_000_000;
+            while !(admitted > 10 && denied > 10 && on_backlog > 5) && unix_micros() < end {
                 let (t0, reply, expires, t1) = bracketed_call(&mut conn, &sha, &key, &args).await;
                 let (m0, m1) = (ms(t0), ms(t1));
                 let backlog = if reply >= 0 { reply } else { -1 - reply } as u64;
@@ -870,10 +874,14 @@ fn the_server_clock_bucket_keeps_its_tat_as_the_keys_expiry() {
                     tat = Some(expires as u64);
                 }
             }
-            assert!(
-                admitted > 10 && denied > 10 && on_backlog > 5,
-                "{name}: {admitted} admitted ({on_backlog} on a backlog), {denied} denied"
-            );
+            // Admissions come at any speed; the 50 ms interval sees denials
+            // and admissions on a backlog at any pace under 20 ms a call.
+            let counts =
+                format!("{admitted} admitted ({on_backlog} on a backlog), {denied} denied");
+            assert!(admitted > 10, "{name}: {counts}");
+            if interval >= 50 {
+                assert!(denied > 10 && on_backlog > 5, "{name}: {counts}");
+            }
         }
 
         // Through the store: a denied caller who waits retry_after is
