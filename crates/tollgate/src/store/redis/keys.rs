@@ -63,11 +63,12 @@ pub(crate) fn tag(algorithm: &Algorithm) -> &'static str {
 pub(crate) const SERVER_WINDOW_TAG: &str = "fws";
 
 /// The Redis key holding `key`'s state under `policy`, whose state has the
-/// shape `suffix` names (see the module's doc).
-pub(crate) fn redis_key(prefix: &str, policy: &Policy, key: &[u8], suffix: &str) -> Vec<u8> {
+/// shape the suffix names (see the module's doc); the suffix comes in
+/// parts, so that numbers in it need no string of their own.
+pub(crate) fn redis_key(prefix: &str, policy: &Policy, key: &[u8], suffix: &[&[u8]]) -> Vec<u8> {
     let name = policy.name().as_bytes();
-    let suffix = suffix.as_bytes();
-    let mut out = Vec::with_capacity(prefix.len() + name.len() + key.len() + suffix.len() + 8);
+    let suffix_len: usize = suffix.iter().map(|part| part.len()).sum();
+    let mut out = Vec::with_capacity(prefix.len() + name.len() + key.len() + suffix_len + 8);
     out.extend_from_slice(prefix.as_bytes());
     out.push(b'{');
     out.extend_from_slice(name);
@@ -81,8 +82,23 @@ pub(crate) fn redis_key(prefix: &str, policy: &Policy, key: &[u8], suffix: &str)
     }
     out.push(b'}');
     out.push(b':');
-    out.extend_from_slice(suffix);
+    for part in suffix {
+        out.extend_from_slice(part);
+    }
     out
+}
+
+/// `n` in decimal, written at the end of `buf`: the digits' slice.
+pub(crate) fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut start = buf.len();
+    loop {
+        start -= 1;
+        buf[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buf[start..];
+        }
+    }
 }
 
 /// The Redis Cluster slot of a key (CRC16/XMODEM of its hash tag, mod 16384).
@@ -124,21 +140,29 @@ mod tests {
     #[test]
     fn braces_in_user_keys_neither_move_the_slot_nor_collide() {
         let p = Policy::fixed_window("books", 1, Duration::from_secs(1)).unwrap();
-        let plain = redis_key("t:", &p, b"user", "fw");
+        let plain = redis_key("t:", &p, b"user", &[b"fw"]);
         assert_eq!(plain, b"t:{books:user}:fw");
-        let braced = redis_key("t:", &p, b"us}er{", "fw");
+        let braced = redis_key("t:", &p, b"us}er{", &[b"fw"]);
         assert_eq!(braced, b"t:{books:us\\]er{}:fw");
         // The tag is everything between the braces we wrote.
         assert_eq!(slot(&braced), crc16(b"books:us\\]er{") % 16384);
         // Escaping is injective.
         assert_ne!(
-            redis_key("t:", &p, b"a}", "fw"),
-            redis_key("t:", &p, b"a\\]", "fw")
+            redis_key("t:", &p, b"a}", &[b"fw"]),
+            redis_key("t:", &p, b"a\\]", &[b"fw"])
         );
         assert_ne!(
-            redis_key("t:", &p, b"a\\", "fw"),
-            redis_key("t:", &p, b"a\\\\", "fw")
+            redis_key("t:", &p, b"a\\", &[b"fw"]),
+            redis_key("t:", &p, b"a\\\\", &[b"fw"])
         );
+    }
+
+    #[test]
+    fn decimals_are_written_in_full() {
+        let mut buf = [0; 20];
+        for n in [0, 7, 10, 3_600_000, u64::MAX] {
+            assert_eq!(decimal(n, &mut buf), n.to_string().as_bytes());
+        }
     }
 
     #[test]

@@ -31,12 +31,12 @@ use redis::cluster::ClusterClientBuilder;
 
 use self::connection::Connection;
 use self::error::store_error;
-use self::keys::{DEFAULT_PREFIX, SERVER_WINDOW_TAG, redis_key, tag, validate_prefix};
+use self::keys::{DEFAULT_PREFIX, SERVER_WINDOW_TAG, decimal, redis_key, tag, validate_prefix};
 use self::scripts::{Arg, Script, Scripts, pack, unpack};
 use self::server_bucket::ServerBucket;
 use super::{BoxFuture, Lease, Request, Store};
 use crate::algorithm::{Algorithm, LeaseId, MAX_EXACT};
-use crate::{Clock, Decision, Error, Policy, Result, StoreErrorKind, SystemClock, validate_key};
+use crate::{Clock, Decision, Error, MonotonicClock, Policy, Result, StoreErrorKind, validate_key};
 
 /// Where the scripts read the time.
 #[derive(Debug, Clone, Default)]
@@ -75,6 +75,11 @@ struct Inner {
     /// Per decision, in µs; with server time, scripts that run later than
     /// this after the call write nothing.
     deadline: Option<u64>,
+    /// Our clock, against which the server's is measured: the wall clock
+    /// advanced by the CPU's counter, a few ns a read (twice a call for a
+    /// server-clock fixed window) where the system's costs tens; its drift
+    /// from the wall clock is measured away with the offset, every 30 s.
+    clock: MonotonicClock,
     /// The server's clock minus ours, in µs, as last measured (with server
     /// time only).
     offset: AtomicI64,
@@ -198,6 +203,7 @@ impl RedisStoreBuilder {
                 deadline: self
                     .deadline
                     .map(|d| d.as_micros().min(MAX_EXACT as u128) as u64),
+                clock: MonotonicClock::new(),
                 offset: AtomicI64::new(0),
                 offset_error: AtomicU64::new(0),
                 offset_at: AtomicU64::new(0),
@@ -310,9 +316,21 @@ impl RedisStore {
     fn key_in_form(&self, policy: &Policy, key: &[u8], form: &Form) -> Vec<u8> {
         let prefix = &self.inner.prefix;
         match form {
-            Form::Window(w) => redis_key(prefix, policy, key, &w.suffix()),
-            Form::Bucket(b) => redis_key(prefix, policy, key, b.tag()),
-            Form::Script => redis_key(prefix, policy, key, tag(policy.algorithm())),
+            Form::Window(w) => {
+                // The form, the window in ms and the limit, which the
+                // script reads when it starts a window.
+                let (mut window, mut limit) = ([0; 20], [0; 20]);
+                let suffix = [
+                    SERVER_WINDOW_TAG.as_bytes(),
+                    b":",
+                    decimal(w.window / 1000, &mut window),
+                    b":",
+                    decimal(w.limit, &mut limit),
+                ];
+                redis_key(prefix, policy, key, &suffix)
+            }
+            Form::Bucket(b) => redis_key(prefix, policy, key, &[b.tag().as_bytes()]),
+            Form::Script => redis_key(prefix, policy, key, &[tag(policy.algorithm()).as_bytes()]),
         }
     }
 
@@ -336,7 +354,7 @@ impl RedisStore {
     /// Measures the server's clock against ours with `TIME`, taking the
     /// middle of the round trip as the moment the server read it.
     async fn measure_offset(&self) -> Result<()> {
-        let before = SystemClock.now_micros();
+        let before = self.inner.clock.now_micros();
         let time: (u64, u64) = redis::from_redis_value(
             self.inner
                 .conn
@@ -345,7 +363,7 @@ impl RedisStore {
                 .map_err(|e| store_error(&e))?,
         )
         .map_err(|e| store_error(&redis::RedisError::from(e)))?;
-        let after = SystemClock.now_micros();
+        let after = self.inner.clock.now_micros();
         let server = time.0 * 1_000_000 + time.1;
         let local = before + (after - before) / 2;
         self.inner
@@ -370,7 +388,7 @@ impl RedisStore {
     /// Our estimate of the server's clock now, in µs (within the offset's
     /// error), measuring the offset again when it is older than 30 s.
     fn server_now(&self) -> u64 {
-        let now = SystemClock.now_micros();
+        let now = self.inner.clock.now_micros();
         let at = self.inner.offset_at.load(Ordering::Relaxed);
         if now.saturating_sub(at) > OFFSET_REFRESH_MICROS
             && self
@@ -688,12 +706,6 @@ struct ServerWindow {
 }
 
 impl ServerWindow {
-    /// The key's suffix: the form, the window in ms and the limit, which
-    /// the script reads when it starts a window.
-    fn suffix(&self) -> String {
-        format!("{SERVER_WINDOW_TAG}:{}:{}", self.window / 1000, self.limit)
-    }
-
     /// The script's arguments, as text: none for a cost of 1 without a
     /// deadline (the script's form for that); else the cost times 16, and
     /// for a peek or a deadline the deadline ('0' for none).
