@@ -61,6 +61,7 @@ struct RawStore {
     expected_instances: Option<Spanned<i64>>,
     max_keys: Option<Spanned<i64>>,
     bucket_expiry_form: Option<bool>,
+    pipelining: Option<bool>,
 }
 
 /// Where the service listens and who may ask it.
@@ -84,6 +85,9 @@ pub(crate) struct StoreSettings {
     /// Redis: buckets on the server's clock keep their TAT as the key's
     /// expiry (`RedisStoreBuilder::bucket_expiry_form`).
     pub(crate) bucket_expiry_form: bool,
+    /// Redis: concurrent decisions on a standalone server leave together
+    /// as pipelines (`RedisStoreBuilder::pipelining`).
+    pub(crate) pipelining: bool,
 }
 
 impl Default for StoreSettings {
@@ -96,6 +100,7 @@ impl Default for StoreSettings {
             expected_instances: 1,
             max_keys: None,
             bucket_expiry_form: true,
+            pipelining: true,
         }
     }
 }
@@ -320,6 +325,9 @@ fn store_settings(raw: RawStore) -> Result<StoreSettings, SpannedError> {
     settings.prefix = raw.prefix.map(Spanned::into_inner);
     if let Some(on) = raw.bucket_expiry_form {
         settings.bucket_expiry_form = on;
+    }
+    if let Some(on) = raw.pipelining {
+        settings.pipelining = on;
     }
     if let Some(d) = raw.deadline {
         settings.deadline = parse_duration(d.get_ref())
@@ -639,6 +647,20 @@ algorithm = "bogus"
             &format!("[store]\nbucket_expiry_form = \"no\"\n{policy}"),
         )
         .unwrap_err();
+        assert_eq!(e[0].line, 2, "{}", e[0]);
+    }
+
+    #[test]
+    fn pipelining_can_be_switched_off() {
+        let policy =
+            "[[policy]]\nname = \"a\"\nalgorithm = \"fixed_window\"\nlimit = 1\nwindow = \"1s\"\n";
+        assert!(
+            parse("x.toml", policy).unwrap().store.pipelining,
+            "on by default"
+        );
+        let off = parse("x.toml", &format!("[store]\npipelining = false\n{policy}")).unwrap();
+        assert!(!off.store.pipelining);
+        let e = parse("x.toml", &format!("[store]\npipelining = 1\n{policy}")).unwrap_err();
         assert_eq!(e[0].line, 2, "{}", e[0]);
     }
 }

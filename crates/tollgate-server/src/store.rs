@@ -63,7 +63,8 @@ pub(crate) async fn build(config: &PolicySet) -> Result<ServiceStore, String> {
     }
     let mut redis = RedisStore::builder(settings.urls.clone())
         .deadline(settings.deadline)
-        .bucket_expiry_form(settings.bucket_expiry_form);
+        .bucket_expiry_form(settings.bucket_expiry_form)
+        .pipelining(settings.pipelining);
     if let Some(prefix) = &settings.prefix {
         redis = redis.prefix(prefix.clone());
     }

@@ -10,12 +10,17 @@
 //! window in both its forms, `TIME`+`INCRBY`, `TIME`+`GET`+`SET PX`, and
 //! the peers' token bucket and GCRA in the shape of their scripts); and
 //! each script driven by `redis-benchmark -c 50 -P 16` for what the server
-//! can do without our client.
+//! can do without our client, beside the store (which pipelines busy
+//! callers' calls), the store sending each call alone, and our client
+//! sending redis-benchmark's text command.
 //!
 //! `cargo bench -p tollgate --features redis --bench redis` (add
 //! `-- --quick` for a shorter run). The machine is shared: compare the
-//! rows of one run, not runs. `-- --instructions` counts each script's
-//! instructions per call under callgrind instead (needs valgrind).
+//! rows of one run, not runs. `-- --saturation` runs only that last part,
+//! `-- --policy NAME` (repeatable: fw, fw-time, sw, sl, tb, gcra, lb,
+//! tb-us, gcra-us, lb-us) only those policies in it. `-- --instructions`
+//! counts each script's instructions per call under callgrind instead
+//! (needs valgrind).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -356,6 +361,15 @@ fn main() {
         instructions();
         return;
     }
+    // `-- --saturation` runs only the last section; `-- --policy NAME`
+    // (repeatable) only those policies in it (fw, sw, sl, tb, gcra, lb, …).
+    let saturation_only = std::env::args().any(|a| a == "--saturation");
+    let args: Vec<String> = std::env::args().collect();
+    let only: Vec<String> = args
+        .windows(2)
+        .filter(|w| w[0] == "--policy")
+        .map(|w| w[1].clone())
+        .collect();
     let run = Duration::from_millis(if quick { 500 } else { 2000 });
     let requests = if quick { 50_000 } else { 300_000 };
     let server = RedisServer::start();
@@ -367,6 +381,15 @@ fn main() {
     rt.block_on(async {
         let store = Arc::new(RedisStore::connect(&server.url()).await.expect("connect"));
         store.load_scripts().await.unwrap();
+        // The same store with every call sent alone: the baseline of its
+        // pipelining, in the saturation rows.
+        let alone = Arc::new(
+            RedisStore::builder([server.url()])
+                .pipelining(false)
+                .connect()
+                .await
+                .expect("connect"),
+        );
         let client = redis::Client::open(server.url()).unwrap();
         let conn = client.get_multiplexed_async_connection().await.unwrap();
 
@@ -375,6 +398,9 @@ fn main() {
             "decision", "callers", "per second", "p50 µs", "p99 µs"
         );
         for policy in policies() {
+            if saturation_only {
+                break;
+            }
             let policy = Arc::new(policy);
             for callers in [1, 16, 64, 256] {
                 let row = drive(label(&policy), callers, run, decide(&store, &policy)).await;
@@ -415,7 +441,13 @@ fn main() {
         for (name, text) in PEERS {
             costs.push((name, "evalsha", peer(&conn, text)));
         }
-        let rounds = if quick { 3 } else { 7 };
+        let rounds = if saturation_only {
+            0
+        } else if quick {
+            3
+        } else {
+            7
+        };
         let mut seen: Vec<Vec<f64>> = vec![Vec::new(); costs.len()];
         for _ in 0..rounds {
             for ((_, command, op), seen) in costs.iter().zip(&mut seen) {
@@ -425,6 +457,7 @@ fn main() {
                 seen.push(usec_per_call(&server, command));
             }
         }
+        if rounds > 0 {
         println!(
             "\nserver cost per call (INFO commandstats usec_per_call, 16 callers): \
              median of {rounds} interleaved rounds [each round]"
@@ -432,11 +465,12 @@ fn main() {
         for ((name, _, _), seen) in costs.iter().zip(seen) {
             println!("{name:<22} {:>6.2} µs  {seen:.2?}", median(seen.clone()));
         }
+        }
 
         // As many commands in flight as redis-benchmark keeps: 50
         // connections of 16 pipelined commands.
         let callers = 800;
-        let rounds = if quick { 1 } else { 3 };
+        let rounds = if quick { 1 } else { 5 };
         println!(
             "\nsaturation: our client ({callers} callers, one thread) vs redis-benchmark -c 50 -P 16, \
              same script; median of {rounds} rounds, each on fresh keys"
@@ -448,11 +482,13 @@ fn main() {
              for the server-clock forms is redis-benchmark's own command)"
         );
         for policy in policies() {
-            if policy.algorithm().name() == "concurrency" {
+            if policy.algorithm().name() == "concurrency"
+                || !(only.is_empty() || only.iter().any(|o| o == policy.name()))
+            {
                 continue;
             }
-            let (mut rb, mut rb_cost, mut texts, mut stores) =
-                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            let (mut rb, mut rb_cost, mut texts, mut stores, mut alones) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
             for round in 0..rounds {
                 // redis-benchmark replaces __rand_int__ with one of 6400 keys
                 // (-r); our two runs use 6400 others each, all fresh in each
@@ -486,32 +522,38 @@ fn main() {
                 })
                 .await;
                 texts.push(row.per_second);
-                let (s, p) = (store.clone(), Arc::new(policy.clone()));
-                let row = drive("store", callers, run, move |i, n| {
-                    let (s, p) = (s.clone(), p.clone());
-                    async move {
-                        let key = format!("r{round}-s{:011}", (i as u64 * 100 + n % 100) % 6400);
-                        s.check(&p, key.as_bytes(), 1).await.unwrap();
-                    }
-                })
-                .await;
-                stores.push(row.per_second);
+                for (s, mark, seen) in [(&store, 's', &mut stores), (&alone, 'a', &mut alones)] {
+                    let (s, p) = (s.clone(), Arc::new(policy.clone()));
+                    let row = drive("store", callers, run, move |i, n| {
+                        let (s, p) = (s.clone(), p.clone());
+                        async move {
+                            let k = (i as u64 * 100 + n % 100) % 6400;
+                            let key = format!("r{round}-{mark}{k:011}");
+                            s.check(&p, key.as_bytes(), 1).await.unwrap();
+                        }
+                    })
+                    .await;
+                    seen.push(row.per_second);
+                }
             }
             let store_rb: Vec<String> = stores
                 .iter()
                 .zip(&rb)
                 .map(|(s, r)| format!("{:.0}%", 100.0 * s / r))
                 .collect();
-            let (ours, text, theirs) = (median(stores), median(texts), median(rb));
+            let (ours, alone, text, theirs) =
+                (median(stores), median(alones), median(texts), median(rb));
             println!(
-                "{:<18} store {:>8.0}/s  text {:>8.0}/s  redis-benchmark {:>8.0}/s \
-                 ({:.2} µs/call)  text/rb {:>5.1}%  store/rb {:>5.1}% [rounds {}]",
+                "{:<18} store {:>8.0}/s  alone {:>8.0}/s  text {:>8.0}/s  redis-benchmark {:>8.0}/s \
+                 ({:.2} µs/call)  text/rb {:>5.1}%  alone/rb {:>5.1}%  store/rb {:>5.1}% [rounds {}]",
                 label(&policy),
                 ours,
+                alone,
                 text,
                 theirs,
                 median(rb_cost),
                 100.0 * text / theirs,
+                100.0 * alone / theirs,
                 100.0 * ours / theirs,
                 store_rb.join(" ")
             );

@@ -13,6 +13,8 @@
 //! | `tollgate_breaker_transitions_total` | counter | `to` (`closed`, `open`) |
 //! | `tollgate_store_latency_seconds` | histogram | |
 //! | `tollgate_script_loads_total` | counter | |
+//! | `tollgate_pipelines_total` | counter | |
+//! | `tollgate_pipelined_calls_total` | counter | |
 
 use std::time::Duration;
 
@@ -30,6 +32,14 @@ pub const BREAKER_TRANSITIONS: &str = "tollgate_breaker_transitions_total";
 pub const STORE_LATENCY: &str = "tollgate_store_latency_seconds";
 /// Scripts loaded into Redis (at connect, and after NOSCRIPT).
 pub const SCRIPT_LOADS: &str = "tollgate_script_loads_total";
+/// Pipelines the Redis store sent on a standalone server when many callers
+/// were busy (see [`RedisStoreBuilder::pipelining`]).
+///
+/// [`RedisStoreBuilder::pipelining`]: crate::store::redis::RedisStoreBuilder::pipelining
+pub const PIPELINES: &str = "tollgate_pipelines_total";
+/// The script calls those pipelines carried: divided by
+/// [`PIPELINES`], the mean size of a pipeline.
+pub const PIPELINED_CALLS: &str = "tollgate_pipelined_calls_total";
 
 /// Counts one decision of `policy`. [`ResilientStore`] calls it for every
 /// decision it returns; callers that use another store directly can call it
@@ -68,4 +78,10 @@ pub(crate) fn record_latency(elapsed: Duration) {
 #[cfg_attr(not(feature = "redis"), allow(dead_code))]
 pub(crate) fn record_script_load() {
     metrics::counter!(SCRIPT_LOADS).increment(1);
+}
+
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
+pub(crate) fn record_pipeline(calls: usize) {
+    metrics::counter!(PIPELINES).increment(1);
+    metrics::counter!(PIPELINED_CALLS).increment(calls as u64);
 }

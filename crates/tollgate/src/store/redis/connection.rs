@@ -1,15 +1,21 @@
 //! One multiplexed connection to a server or a cluster.
 
+use std::sync::Arc;
+
 use redis::aio::ConnectionManager;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, RedisResult, Value};
+
+use super::coalesce::Coalescer;
 
 /// A shared, multiplexed connection: concurrent commands pipeline on one
 /// socket (one per node on a cluster). Clones share it.
 #[derive(Clone)]
 pub(crate) enum Connection {
-    /// A standalone server, reconnected in the background when it drops.
-    Single(ConnectionManager),
+    /// A standalone server, reconnected in the background when it drops;
+    /// with the queue that pipelines concurrent script calls, unless that
+    /// was switched off.
+    Single(ConnectionManager, Option<Arc<Coalescer>>),
     /// A Redis Cluster; MOVED, ASK and TRYAGAIN are followed by the client.
     Cluster(ClusterConnection),
 }
@@ -17,17 +23,27 @@ pub(crate) enum Connection {
 impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            Connection::Single(_) => "Connection::Single",
+            Connection::Single(..) => "Connection::Single",
             Connection::Cluster(_) => "Connection::Cluster",
         })
     }
 }
 
 impl Connection {
+    /// Sends one command by itself.
     pub(crate) async fn query(&self, cmd: &Cmd) -> RedisResult<Value> {
         match self {
-            Connection::Single(c) => cmd.query_async(&mut c.clone()).await,
+            Connection::Single(c, _) => cmd.query_async(&mut c.clone()).await,
             Connection::Cluster(c) => cmd.query_async(&mut c.clone()).await,
+        }
+    }
+
+    /// Sends a command of the hot path: in the next pipeline of concurrent
+    /// commands, on a standalone server (see [`Coalescer`]).
+    pub(crate) async fn query_pipelined(&self, cmd: Cmd) -> RedisResult<Value> {
+        match self {
+            Connection::Single(_, Some(queue)) => queue.query(cmd).await,
+            _ => self.query(&cmd).await,
         }
     }
 

@@ -16,6 +16,7 @@
 //!
 //! See [`keys`] for the key layout and `lua/` for the scripts' contracts.
 
+mod coalesce;
 mod connection;
 mod error;
 pub mod keys;
@@ -29,6 +30,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 
+use self::coalesce::Coalescer;
 use self::connection::Connection;
 use self::error::store_error;
 use self::keys::{DEFAULT_PREFIX, SERVER_WINDOW_TAG, decimal, redis_key, tag, validate_prefix};
@@ -98,6 +100,15 @@ struct Inner {
 /// again (clocks drift apart by some parts per million).
 const OFFSET_REFRESH_MICROS: u64 = 30_000_000;
 
+/// What a store's pipelining has sent (see [`RedisStore::pipelined`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Pipelined {
+    /// Pipelines sent.
+    pub pipelines: u64,
+    /// Script calls they carried in all (calls sent alone are not counted).
+    pub calls: u64,
+}
+
 /// Configures a [`RedisStore`].
 #[derive(Debug, Clone)]
 pub struct RedisStoreBuilder {
@@ -107,6 +118,7 @@ pub struct RedisStoreBuilder {
     connect_timeout: Duration,
     deadline: Option<Duration>,
     bucket_form: bool,
+    pipelining: bool,
 }
 
 impl RedisStoreBuilder {
@@ -121,6 +133,18 @@ impl RedisStoreBuilder {
     /// keep separate state), or for µs exactness.
     pub fn bucket_expiry_form(mut self, enabled: bool) -> Self {
         self.bucket_form = enabled;
+        self
+    }
+
+    /// Whether concurrent decisions on a standalone server leave together
+    /// as one pipeline (default `true`): one write to the socket for all
+    /// the callers ready at that moment instead of one each, the largest
+    /// part of the client's work when many are busy, for a task spawn and
+    /// a yield more on a lone caller's call. `false` sends each script
+    /// call by itself on the shared connection. A cluster's calls always
+    /// leave by themselves.
+    pub fn pipelining(mut self, enabled: bool) -> Self {
+        self.pipelining = enabled;
         self
     }
 
@@ -174,11 +198,13 @@ impl RedisStoreBuilder {
                 let config = ConnectionManagerConfig::new()
                     .set_connection_timeout(Some(self.connect_timeout))
                     .set_number_of_retries(1);
-                Connection::Single(
-                    ConnectionManager::new_with_config(client, config)
-                        .await
-                        .map_err(|e| store_error(&e))?,
-                )
+                let manager = ConnectionManager::new_with_config(client, config)
+                    .await
+                    .map_err(|e| store_error(&e))?;
+                let queue = self
+                    .pipelining
+                    .then(|| Arc::new(Coalescer::new(manager.clone())));
+                Connection::Single(manager, queue)
             }
             urls => {
                 let client = ClusterClientBuilder::new(urls.iter().map(String::as_str))
@@ -287,6 +313,7 @@ impl RedisStore {
             connect_timeout: Duration::from_secs(2),
             deadline: None,
             bucket_form: true,
+            pipelining: true,
         }
     }
 
@@ -337,6 +364,17 @@ impl RedisStore {
     /// How many times scripts were (re)loaded, connect included.
     pub fn script_loads(&self) -> u64 {
         self.inner.scripts.all().iter().map(|s| s.loads()).sum()
+    }
+
+    /// What the queue that pipelines concurrent calls (see
+    /// [`RedisStoreBuilder::pipelining`]) has sent; zeros on a cluster or
+    /// with pipelining off.
+    pub fn pipelined(&self) -> Pipelined {
+        let (pipelines, calls) = match &self.inner.conn {
+            Connection::Single(_, Some(queue)) => queue.sent(),
+            _ => (0, 0),
+        };
+        Pipelined { pipelines, calls }
     }
 
     /// Loads every script (on every node of a cluster). Done on connect;

@@ -233,16 +233,16 @@ impl Script {
         keys: &[&[u8]],
         args: &[Arg<'_>],
     ) -> RedisResult<T> {
-        let cmd = self.evalsha(keys, args);
         let mut reloads = 0;
         loop {
+            let cmd = self.evalsha(keys, args);
             // Read before sending: if another caller loads the script after
             // this point, our NOSCRIPT may predate its load and a retry
             // suffices; if not, we load. Each round trip that still sees
             // NOSCRIPT met a newer flush (or a node that never had the
             // script, after a failover), so a few rounds are enough.
             let seen = self.loads.load(Ordering::Acquire);
-            match conn.query(&cmd).await {
+            match conn.query_pipelined(cmd).await {
                 Err(e) if is_noscript(&e) && reloads < MAX_RELOADS => {
                     self.reload(conn, seen).await?;
                     reloads += 1;
