@@ -479,7 +479,8 @@ fn main() {
             "(redis-benchmark cannot send NUL bytes, so it sends the numbers as decimal text,\n\
              which the scripts also accept at a higher server cost; `text` is our client\n\
              sending that same text command, `store` is RedisStore with packed numbers, which\n\
-             for the server-clock forms is redis-benchmark's own command)"
+             for the server-clock forms is redis-benchmark's own command, pipelining busy\n\
+             callers' calls, and `alone` the same store sending each call by itself)"
         );
         for policy in policies() {
             if policy.algorithm().name() == "concurrency"
