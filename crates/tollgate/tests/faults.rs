@@ -278,16 +278,29 @@ fn kill_9_under_load_falls_back_within_the_deadline_and_recovers() {
 
 #[test]
 fn a_frozen_server_is_bypassed_and_nothing_from_the_outage_is_applied_later() {
+    frozen_server(8);
+}
+
+/// The same with enough callers that their calls leave in pipelines (32 or
+/// more in flight): a pipeline stuck in the frozen server applies nothing
+/// later either.
+#[test]
+fn a_frozen_server_applies_nothing_later_from_pipelined_calls() {
+    frozen_server(64);
+}
+
+fn frozen_server(callers: usize) {
     let server = RedisServer::start();
     runtime().block_on(async {
         // A high threshold: dozens of commands are sent into the frozen
         // server before the breaker opens; without the script deadline they
         // would all be applied after SIGCONT.
-        let store = resilient_after(redis(&server).await, 1, 60);
+        let redis = redis(&server).await;
+        let store = resilient_after(redis.clone(), 1, 60);
         let burst = 100_000;
         // Refills one token an hour: what was taken stays visible.
         let policy = Policy::token_bucket("frozen", 1, Duration::from_secs(3600), burst).unwrap();
-        let load = Load::start(store.clone(), policy.clone(), b"k", 8, Duration::from_millis(2));
+        let load = Load::start(store.clone(), policy.clone(), b"k", callers, Duration::from_millis(2));
         tokio::time::sleep(Duration::from_millis(400)).await;
         let stopped_at = load.now();
         tokio::task::block_in_place(|| server.stop());
@@ -314,16 +327,20 @@ fn a_frozen_server_is_bypassed_and_nothing_from_the_outage_is_applied_later() {
         // after SIGCONT past its deadline, and wrote nothing.
         tokio::time::sleep(Duration::from_millis(100)).await;
         let in_redis = taken(&server, &policy, b"k", burst).await;
+        let pipelined = redis.pipelined();
         eprintln!(
-            "SIGSTOP 3 s: slowest call {slowest:?}, breaker open after {open_after:?}, p99 while frozen {p99:?}, \
-             back on Redis {back_after:?} after SIGCONT; admitted by Redis {from_store}, Redis counts {in_redis}"
+            "SIGSTOP 3 s, {callers} callers: slowest call {slowest:?}, breaker open after {open_after:?}, p99 while frozen {p99:?}, \
+             back on Redis {back_after:?} after SIGCONT; admitted by Redis {from_store}, Redis counts {in_redis}; {pipelined:?}"
         );
+        if callers >= 64 {
+            assert!(pipelined.calls > 0, "no call was pipelined: {pipelined:?}");
+        }
         assert!(slowest <= DEADLINE + SLACK, "a call took {slowest:?}");
         assert!(p99 < Duration::from_millis(5), "p99 while frozen: {p99:?}");
         // Calls in flight when the server froze may have run before it did,
         // their replies stuck: at most one per caller.
         assert!(
-            in_redis >= from_store && in_redis - from_store <= 8,
+            in_redis >= from_store && in_redis - from_store <= callers as u64,
             "Redis counts {in_redis}, admitted by Redis {from_store}: commands applied late"
         );
         assert!(back_after <= Duration::from_millis(400) + DEADLINE + SLACK * 4, "recovery took {back_after:?}");
