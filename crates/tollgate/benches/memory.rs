@@ -10,7 +10,8 @@
 //! resident memory per key of each algorithm, each measured in a child
 //! process of its own so that one measurement's freed memory does not hide
 //! the next one's growth (set `TOLLGATE_BENCH_NO_BYTES=1` to skip that,
-//! for example under a profiler).
+//! for example under a profiler). `-- --paired` compares the keyed rows
+//! with governor's in alternating batches instead (see [`paired`]).
 
 use std::hint::black_box;
 use std::num::NonZeroU32;
@@ -276,12 +277,101 @@ fn print_bytes_per_key() {
     }
 }
 
+/// `-- --paired`: the keyed rows again, ours against governor's keyed
+/// limiter in short alternating batches in one process (each round in a
+/// new order), and the median of each round's ratio: on a shared machine
+/// whose speed drifts from second to second, a ratio of neighbours is
+/// steadier than a ratio of two criterion runs taken a minute apart.
+fn paired() {
+    const ROUNDS: usize = 15;
+    const BATCH: u64 = 400_000;
+    let quota = Quota::per_second(NonZeroU32::new(1_000_000_000).unwrap());
+    let keyed = RateLimiter::keyed(quota);
+    let many = keys(MANY);
+    let hot = b"hot".to_vec();
+    // A store per policy, as in the criterion rows: 1,000,000 keys each.
+    let ours: Vec<(&str, Policy, MemoryStore)> = policies()
+        .into_iter()
+        .filter(|(name, _)| matches!(*name, "gcra" | "token_bucket"))
+        .map(|(name, policy)| {
+            (
+                name,
+                policy,
+                MemoryStore::builder().max_keys(2 * MANY).build(),
+            )
+        })
+        .collect();
+    println!(
+        "paired: ns per decision, median of {ROUNDS} rounds; ratio = ours / governor keyed, per round"
+    );
+    for (label, spread_keys) in [("hot_key", false), ("1M_keys", true)] {
+        for threads in [1, 2] {
+            let key = |i: usize| -> &Vec<u8> { if spread_keys { &many[i % MANY] } else { &hot } };
+            let governor = || {
+                spread(BATCH, threads, |i| {
+                    let _ = black_box(keyed.check_key(key(i)));
+                })
+            };
+            // Fill both maps once, so that no round pays for the inserts.
+            governor();
+            if spread_keys {
+                spread(MANY as u64, threads, |i| {
+                    let _ = black_box(keyed.check_key(&many[i % MANY]));
+                });
+            }
+            let mut times: Vec<Vec<f64>> = vec![Vec::new(); 1 + ours.len()];
+            for (_, policy, store) in &ours {
+                spread(MANY as u64, threads, |i| decide(store, policy, key(i)));
+            }
+            for round in 0..ROUNDS {
+                for turn in 0..=ours.len() {
+                    let which = (turn + round) % (1 + ours.len());
+                    let elapsed = if which == 0 {
+                        governor()
+                    } else {
+                        let (_, policy, store) = &ours[which - 1];
+                        spread(BATCH, threads, |i| decide(store, policy, key(i)))
+                    };
+                    times[which].push(elapsed.as_nanos() as f64 / BATCH as f64);
+                }
+            }
+            let median = |mut v: Vec<f64>| {
+                v.sort_by(f64::total_cmp);
+                v[v.len() / 2]
+            };
+            let gov = median(times[0].clone());
+            print!("  {label}/{threads}: governor {gov:.1}");
+            for (i, (name, _, _)) in ours.iter().enumerate() {
+                let ratios: Vec<f64> = times[i + 1]
+                    .iter()
+                    .zip(&times[0])
+                    .map(|(o, g)| o / g)
+                    .collect();
+                let mut sorted = ratios.clone();
+                sorted.sort_by(f64::total_cmp);
+                print!(
+                    ", {name} {:.1} (ratio {:.2}, middle half {:.2}–{:.2})",
+                    median(times[i + 1].clone()),
+                    median(ratios),
+                    sorted[ROUNDS / 4],
+                    sorted[ROUNDS * 3 / 4]
+                );
+            }
+            println!();
+        }
+    }
+}
+
 fn main() {
     if let Ok(name) = std::env::var(MEMORY_PROBE) {
         bytes_per_key(&name);
         return;
     }
     let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--paired") {
+        paired();
+        return;
+    }
     let probing = std::env::var_os("TOLLGATE_BENCH_NO_BYTES").is_none();
     if probing && !args.iter().any(|a| a == "--list" || a == "--test") {
         print_bytes_per_key();
