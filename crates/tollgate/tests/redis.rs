@@ -584,7 +584,18 @@ fn flush_under_load(deployment: Deployment, server: Option<&RedisServer>) {
 #[test]
 fn busy_callers_share_pipelines_and_each_gets_its_own_reply() {
     let server = RedisServer::start();
-    let rt = runtime();
+    // On the multi-threaded runtime (where the flush must yield to let the
+    // others queue) and on the current-thread one.
+    let current = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for rt in [runtime(), current] {
+        share_pipelines(&server, &rt);
+    }
+}
+
+fn share_pipelines(server: &RedisServer, rt: &tokio::runtime::Runtime) {
     rt.block_on(async {
         // No window boundary, no refill, no ageing out during the test: a
         // key's first five checks are admitted, the next three denied.
