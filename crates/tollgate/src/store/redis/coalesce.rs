@@ -87,15 +87,16 @@ impl Coalescer {
     /// Sends `cmd`, at once or in the next pipeline, and waits for its
     /// reply.
     pub(crate) async fn query(self: &Arc<Self>, cmd: Cmd) -> RedisResult<Value> {
-        let runtime = match tokio::runtime::Handle::try_current() {
-            Ok(runtime) if self.in_flight.load(Ordering::Relaxed) >= QUEUE_FROM => runtime,
-            _ => {
-                // Few commands in flight (or no runtime to run a flush):
-                // alone, at once.
-                self.in_flight.fetch_add(1, Ordering::Relaxed);
-                let _sent = InFlight(&self.in_flight, 1);
-                return cmd.query_async(&mut self.conn.clone()).await;
-            }
+        let busy = self.in_flight.load(Ordering::Relaxed) >= QUEUE_FROM;
+        let Some(runtime) = busy
+            .then(tokio::runtime::Handle::try_current)
+            .and_then(Result::ok)
+        else {
+            // Few commands in flight (or no runtime to run a flush): alone,
+            // at once.
+            self.in_flight.fetch_add(1, Ordering::Relaxed);
+            let _sent = InFlight(&self.in_flight, 1);
+            return cmd.query_async(&mut self.conn.clone()).await;
         };
         let (sender, receiver) = oneshot::channel();
         let first = {
