@@ -137,12 +137,13 @@ impl RedisStoreBuilder {
     }
 
     /// Whether concurrent decisions on a standalone server leave together
-    /// as one pipeline (default `true`): one write to the socket for all
-    /// the callers ready at that moment instead of one each, the largest
-    /// part of the client's work when many are busy, for a task spawn and
-    /// a yield more on a lone caller's call. `false` sends each script
-    /// call by itself on the shared connection. A cluster's calls always
-    /// leave by themselves.
+    /// as pipelines when many callers are busy (default `true`): once 32
+    /// calls are in flight, the callers ready at that moment share one
+    /// write to the socket instead of one each, the largest part of the
+    /// client's work under load; with fewer in flight a call leaves at
+    /// once, as it would alone. `false` sends each script call by itself
+    /// on the shared connection. A cluster's calls always leave by
+    /// themselves (a cluster pipeline must stay within one slot).
     pub fn pipelining(mut self, enabled: bool) -> Self {
         self.pipelining = enabled;
         self
