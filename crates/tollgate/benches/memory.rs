@@ -342,19 +342,18 @@ fn paired() {
             let gov = median(times[0].clone());
             print!("  {label}/{threads}: governor {gov:.1}");
             for (i, (name, _, _)) in ours.iter().enumerate() {
-                let ratios: Vec<f64> = times[i + 1]
+                let mut ratios: Vec<f64> = times[i + 1]
                     .iter()
                     .zip(&times[0])
                     .map(|(o, g)| o / g)
                     .collect();
-                let mut sorted = ratios.clone();
-                sorted.sort_by(f64::total_cmp);
+                ratios.sort_by(f64::total_cmp);
                 print!(
                     ", {name} {:.1} (ratio {:.2}, middle half {:.2}–{:.2})",
                     median(times[i + 1].clone()),
-                    median(ratios),
-                    sorted[ROUNDS / 4],
-                    sorted[ROUNDS * 3 / 4]
+                    ratios[ROUNDS / 2],
+                    ratios[ROUNDS / 4],
+                    ratios[ROUNDS * 3 / 4]
                 );
             }
             println!();

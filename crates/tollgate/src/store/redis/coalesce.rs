@@ -27,6 +27,8 @@ use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::{Cmd, ErrorKind, RedisError, RedisResult, Value};
 use tokio::sync::oneshot;
 
+use super::Pipelined;
+
 /// The most commands in one pipeline: a larger queue leaves as several
 /// pipelines at once, so the first replies need not wait for the last.
 const MAX_PIPELINE: usize = 128;
@@ -113,11 +115,11 @@ impl Coalescer {
 
     /// How many pipelines this queue sent, and how many commands they
     /// carried in all.
-    pub(crate) fn sent(&self) -> (u64, u64) {
-        (
-            self.pipelines.load(Ordering::Relaxed),
-            self.calls.load(Ordering::Relaxed),
-        )
+    pub(crate) fn sent(&self) -> Pipelined {
+        Pipelined {
+            pipelines: self.pipelines.load(Ordering::Relaxed),
+            calls: self.calls.load(Ordering::Relaxed),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {

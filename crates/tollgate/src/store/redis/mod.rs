@@ -371,11 +371,10 @@ impl RedisStore {
     /// [`RedisStoreBuilder::pipelining`]) has sent; zeros on a cluster or
     /// with pipelining off.
     pub fn pipelined(&self) -> Pipelined {
-        let (pipelines, calls) = match &self.inner.conn {
+        match &self.inner.conn {
             Connection::Single(_, Some(queue)) => queue.sent(),
-            _ => (0, 0),
-        };
-        Pipelined { pipelines, calls }
+            _ => Pipelined::default(),
+        }
     }
 
     /// Loads every script (on every node of a cluster). Done on connect;
