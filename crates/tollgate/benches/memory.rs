@@ -282,7 +282,8 @@ fn print_bytes_per_key() {
 /// new order), and the median of each round's ratio: on a shared machine
 /// whose speed drifts from second to second, a ratio of neighbours is
 /// steadier than a ratio of two criterion runs taken a minute apart.
-fn paired() {
+/// `-- --paired hot_key/2` (say) runs that row alone.
+fn paired(only: Option<&str>) {
     const ROUNDS: usize = 15;
     const BATCH: u64 = 400_000;
     let quota = Quota::per_second(NonZeroU32::new(1_000_000_000).unwrap());
@@ -306,6 +307,9 @@ fn paired() {
     );
     for (label, spread_keys) in [("hot_key", false), ("1M_keys", true)] {
         for threads in [1, 2] {
+            if only.is_some_and(|row| row != format!("{label}/{threads}")) {
+                continue;
+            }
             let key = |i: usize| -> &Vec<u8> { if spread_keys { &many[i % MANY] } else { &hot } };
             let governor = || {
                 spread(BATCH, threads, |i| {
@@ -367,8 +371,10 @@ fn main() {
         return;
     }
     let args: Vec<String> = std::env::args().collect();
-    if args.iter().any(|a| a == "--paired") {
-        paired();
+    if let Some(at) = args.iter().position(|a| a == "--paired") {
+        // cargo passes its own `--bench` after ours.
+        let row = args.get(at + 1).filter(|a| !a.starts_with("--"));
+        paired(row.map(String::as_str));
         return;
     }
     let probing = std::env::var_os("TOLLGATE_BENCH_NO_BYTES").is_none();
