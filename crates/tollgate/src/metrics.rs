@@ -33,9 +33,8 @@ pub const STORE_LATENCY: &str = "tollgate_store_latency_seconds";
 /// Scripts loaded into Redis (at connect, and after NOSCRIPT).
 pub const SCRIPT_LOADS: &str = "tollgate_script_loads_total";
 /// Pipelines the Redis store sent on a standalone server when many callers
-/// were busy (see [`RedisStoreBuilder::pipelining`]).
-///
-/// [`RedisStoreBuilder::pipelining`]: crate::store::redis::RedisStoreBuilder::pipelining
+/// were busy (see `RedisStoreBuilder::pipelining`, with the `redis`
+/// feature).
 pub const PIPELINES: &str = "tollgate_pipelines_total";
 /// The script calls those pipelines carried: divided by
 /// [`PIPELINES`], the mean size of a pipeline.

@@ -11,7 +11,7 @@ use crate::{Decision, Result};
 /// `s` counts at `t` iff `t − s < window`.
 ///
 /// It keeps one entry per admitted request (costs at the same instant are
-/// merged), so `limit` is capped at [`MAX_LOG_ENTRIES`](super::MAX_LOG_ENTRIES);
+/// merged), so `limit` is capped at [`MAX_LOG_ENTRIES`];
 /// use [`SlidingWindow`](super::SlidingWindow) for large limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SlidingLog {

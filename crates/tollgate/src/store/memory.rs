@@ -528,7 +528,7 @@ impl<C: Clock> MemoryStore<C> {
 }
 
 /// The shard of a key's hash: bits that the shard's table does not use
-/// (it takes its slot from the low bits and its tag from the top 7).
+/// (it takes its slot from the low bits, at most 2^32 slots).
 #[inline]
 fn shard_of(hash: u64) -> usize {
     (hash >> 32) as usize & (SHARDS - 1)

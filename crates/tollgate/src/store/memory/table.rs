@@ -8,8 +8,10 @@
 //! cache miss, before the entry's, on every decision. Here a lookup that
 //! finds its key at its home slot reads one cache line (the memory store's
 //! entries are one line each), and at the load this table keeps (at most
-//! 3/4, and between 3/8 and 3/4 as it grows) a hit reads 1.2 to 2.5 entries
-//! on average, its neighbours next in memory.
+//! 3/4, and between 3/8 and 3/4 as it grows) a hit reads 1.3 to 2.5 entries
+//! on average, its neighbours next in memory. A key in steady use found away
+//! from its home slot moves there (see [`Table::find_mut`]), so a busy key
+//! reads one.
 //!
 //! Removal shifts the entries that follow back into the gap (no
 //! tombstones), so a table never fills up with dead slots and a lookup
