@@ -165,26 +165,27 @@ impl Coalescer {
         for cmd in commands {
             pipeline.add_command(cmd);
         }
-        match self
+        let replies = self
             .conn
             .clone()
             .req_packed_commands(&pipeline, 0, count)
             .await
-        {
-            Ok(replies) if replies.len() == count => {
-                for (waiter, reply) in waiters.into_iter().zip(replies) {
-                    // A caller that gave up has dropped its receiver.
-                    let _ = waiter.send(reply.extract_error());
+            .and_then(|replies| {
+                if replies.len() == count {
+                    Ok(replies)
+                } else {
+                    Err(RedisError::from((
+                        ErrorKind::Parse,
+                        "pipeline reply",
+                        format!("{} replies to {count} commands", replies.len()),
+                    )))
                 }
-            }
+            });
+        // A caller that gave up has dropped its receiver: sends may fail.
+        match replies {
             Ok(replies) => {
-                let e = RedisError::from((
-                    ErrorKind::Parse,
-                    "pipeline reply",
-                    format!("{} replies to {count} commands", replies.len()),
-                ));
-                for waiter in waiters {
-                    let _ = waiter.send(Err(e.clone()));
+                for (waiter, reply) in waiters.into_iter().zip(replies) {
+                    let _ = waiter.send(reply.extract_error());
                 }
             }
             Err(e) => {
