@@ -363,8 +363,8 @@ fn main() {
     }
     // `-- --saturation` runs only the last section; `-- --policy NAME`
     // (repeatable) only those policies in it (fw, sw, sl, tb, gcra, lb, …).
-    let saturation_only = std::env::args().any(|a| a == "--saturation");
     let args: Vec<String> = std::env::args().collect();
+    let saturation_only = args.iter().any(|a| a == "--saturation");
     let only: Vec<String> = args
         .windows(2)
         .filter(|w| w[0] == "--policy")
@@ -458,13 +458,13 @@ fn main() {
             }
         }
         if rounds > 0 {
-        println!(
-            "\nserver cost per call (INFO commandstats usec_per_call, 16 callers): \
-             median of {rounds} interleaved rounds [each round]"
-        );
-        for ((name, _, _), seen) in costs.iter().zip(seen) {
-            println!("{name:<22} {:>6.2} µs  {seen:.2?}", median(seen.clone()));
-        }
+            println!(
+                "\nserver cost per call (INFO commandstats usec_per_call, 16 callers): \
+                 median of {rounds} interleaved rounds [each round]"
+            );
+            for ((name, _, _), seen) in costs.iter().zip(seen) {
+                println!("{name:<22} {:>6.2} µs  {seen:.2?}", median(seen.clone()));
+            }
         }
 
         // As many commands in flight as redis-benchmark keeps: 50
