@@ -5,7 +5,6 @@ use std::fmt;
 use std::io;
 use std::time::{Duration, Instant};
 
-use crate::resp::Conn;
 use crate::server::{RedisServer, ServerState, scan_keys_without_ttl};
 use crate::slot::{SLOT_COUNT, key_slot};
 use crate::util;
@@ -383,7 +382,7 @@ impl RedisCluster {
             };
             let retry_at = Instant::now() + Duration::from_secs(6);
             while Instant::now() < retry_at.min(deadline) {
-                if role(replica).is_ok_and(|r| r == "master") {
+                if replica.role().is_ok_and(|r| r == "master") {
                     break 'outer;
                 }
                 std::thread::sleep(Duration::from_millis(20));
@@ -560,18 +559,6 @@ fn cluster_nodes(node: &RedisServer) -> io::Result<Vec<NodeLine>> {
 fn cluster_info(node: &RedisServer) -> io::Result<String> {
     node.conn(Duration::from_secs(1))
         .and_then(|mut c| c.text(&["CLUSTER", "INFO"]))
-}
-
-/// First element of `ROLE`: `master` or `slave`.
-fn role(node: &RedisServer) -> io::Result<String> {
-    let mut conn: Conn = node.conn(Duration::from_secs(1))?;
-    match conn.cmd(&["ROLE"])? {
-        crate::resp::Reply::Array(Some(items)) => items
-            .first()
-            .and_then(crate::resp::Reply::text)
-            .ok_or_else(|| io::Error::other("empty ROLE reply")),
-        other => Err(io::Error::other(format!("unexpected ROLE reply {other:?}"))),
-    }
 }
 
 impl fmt::Debug for RedisCluster {

@@ -6,6 +6,9 @@
 //!   `restart` on the same port, and `cli` to run any `redis-cli` command.
 //! * [`RedisCluster`] — a Redis Cluster of such servers, with replicas,
 //!   topology queries (`primary_for_slot`, `replicas_of`) and `failover`.
+//! * [`RedisSentinel`] — a master, its replicas and three `redis-sentinel`
+//!   processes watching them, with `kill_master`, `failover` (`SENTINEL
+//!   FAILOVER`) and `wait_for_failover`.
 //! * [`key_slot`] — the cluster hash slot of a key (CRC16 with hash tags).
 //! * [`scan_keys_without_ttl`] — keys that would live forever.
 //!
@@ -15,18 +18,21 @@
 //! another test grabbed the port first. Everything is cleaned up on drop,
 //! including when a test panics.
 //!
-//! Needs `redis-server` and `redis-cli` on `PATH` (or set
-//! `TOLLGATE_REDIS_SERVER` / `TOLLGATE_REDIS_CLI`); without them every
+//! Needs `redis-server`, `redis-cli` and (for [`RedisSentinel`])
+//! `redis-sentinel` on `PATH` (or set `TOLLGATE_REDIS_SERVER` /
+//! `TOLLGATE_REDIS_CLI` / `TOLLGATE_REDIS_SENTINEL`); without them every
 //! constructor panics with a hint to run the README's test command, which
 //! installs them.
 
 mod cluster;
 mod resp;
+mod sentinel;
 mod server;
 mod slot;
 mod util;
 
 pub use cluster::{ClusterBuilder, DEFAULT_NODE_TIMEOUT, FailoverMode, RedisCluster};
+pub use sentinel::{DEFAULT_DOWN_AFTER, DEFAULT_MASTER_NAME, RedisSentinel, SentinelBuilder};
 pub use server::{CLI_TIMEOUT, RedisServer, STARTUP_TIMEOUT, ServerState, scan_keys_without_ttl};
 pub use slot::{SLOT_COUNT, key_slot};
 pub use util::free_port;

@@ -77,8 +77,23 @@ pub struct RedisServer {
     dir: PathBuf,
     /// Arguments after the fixed ones, kept for [`RedisServer::restart`].
     args: Vec<String>,
+    program: Program,
     inner: Mutex<Inner>,
 }
+
+/// What a [`RedisServer`] process runs.
+#[derive(Debug, Clone)]
+pub(crate) enum Program {
+    /// `redis-server`.
+    Server,
+    /// `redis-sentinel` with a config file of this text, written into the
+    /// process's directory before its first start (Sentinel rewrites it as
+    /// it learns the topology, and reads it back on a restart).
+    Sentinel(String),
+}
+
+/// Name of a sentinel's config file inside its directory.
+const SENTINEL_CONFIG: &str = "sentinel.conf";
 
 struct Inner {
     state: ServerState,
@@ -150,6 +165,17 @@ impl RedisServer {
     /// (and port-dependent arguments) whenever the previous one turned out to
     /// be taken.
     pub(crate) fn launch(tag: &str, extra: Vec<String>, pick: PortPicker<'_>) -> RedisServer {
+        Self::launch_program(tag, Program::Server, extra, pick)
+    }
+
+    /// [`RedisServer::launch`] for `program` (`redis-sentinel`, or
+    /// `redis-server`).
+    pub(crate) fn launch_program(
+        tag: &str,
+        program: Program,
+        extra: Vec<String>,
+        pick: PortPicker<'_>,
+    ) -> RedisServer {
         let mut last_error = String::new();
         for _ in 0..PORT_ATTEMPTS {
             let dir = util::make_temp_dir(tag);
@@ -160,6 +186,7 @@ impl RedisServer {
                 port,
                 dir,
                 args,
+                program: program.clone(),
                 inner: Mutex::new(Inner {
                     state: ServerState::Killed,
                     pid: 0,
@@ -235,8 +262,21 @@ impl RedisServer {
         let log_err = log
             .try_clone()
             .unwrap_or_else(|e| panic!("cannot clone log file handle: {e}"));
-        let bin = util::redis_server_bin();
-        let child = Command::new(&bin)
+        let mut command = match &self.program {
+            Program::Server => Command::new(util::redis_server_bin()),
+            Program::Sentinel(config) => {
+                let path = self.dir.join(SENTINEL_CONFIG);
+                if !path.exists() {
+                    std::fs::write(&path, config)
+                        .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+                }
+                let mut command = Command::new(util::redis_sentinel_bin());
+                command.arg(path);
+                command
+            }
+        };
+        let bin = format!("{:?}", command.get_program());
+        let child = command
             .arg("--port")
             .arg(self.port.to_string())
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
@@ -447,6 +487,18 @@ impl RedisServer {
             self.port, out.stderr, out.stdout
         );
         out.stdout.trim_end().to_owned()
+    }
+
+    /// First element of `ROLE` (which needs no password): `master` or
+    /// `slave`.
+    pub(crate) fn role(&self) -> io::Result<String> {
+        match self.conn(Duration::from_secs(1))?.cmd(&["ROLE"])? {
+            Reply::Array(Some(items)) => items
+                .first()
+                .and_then(Reply::text)
+                .ok_or_else(|| io::Error::other("empty ROLE reply")),
+            other => Err(io::Error::other(format!("unexpected ROLE reply {other:?}"))),
+        }
     }
 
     /// A raw connection for harness-internal queries.

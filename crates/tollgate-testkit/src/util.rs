@@ -9,12 +9,18 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The hint printed whenever a Redis binary cannot be found.
 pub(crate) const INSTALL_HINT: &str = "install Redis first: run the test command from the \
-     project README (it installs redis-server and redis-cli, e.g. `apt-get install -y \
-     redis-server`), or point TOLLGATE_REDIS_SERVER / TOLLGATE_REDIS_CLI at the binaries";
+     project README (it installs redis-server, redis-sentinel and redis-cli, e.g. \
+     `apt-get install -y redis-server redis-sentinel`), or point TOLLGATE_REDIS_SERVER / \
+     TOLLGATE_REDIS_SENTINEL / TOLLGATE_REDIS_CLI at the binaries";
 
 /// Path (or name looked up on `PATH`) of `redis-server`.
 pub(crate) fn redis_server_bin() -> String {
     std::env::var("TOLLGATE_REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned())
+}
+
+/// Path (or name looked up on `PATH`) of `redis-sentinel`.
+pub(crate) fn redis_sentinel_bin() -> String {
+    std::env::var("TOLLGATE_REDIS_SENTINEL").unwrap_or_else(|_| "redis-sentinel".to_owned())
 }
 
 /// Path (or name looked up on `PATH`) of `redis-cli`.
