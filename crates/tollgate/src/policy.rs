@@ -8,7 +8,7 @@ use crate::algorithm::{
     Algorithm, Concurrency, FixedWindow, Gcra, LeakyBucket, MAX_SCALED, SlidingLog, SlidingWindow,
     TokenBucket,
 };
-use crate::store::composite::InlineName;
+use crate::store::memory::key::InlineName;
 use crate::{Error, Result};
 
 /// The longest policy name, in bytes.

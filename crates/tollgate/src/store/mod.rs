@@ -13,7 +13,7 @@ use std::time::Duration;
 use crate::algorithm::LeaseId;
 use crate::{Decision, Error, Policy, Result};
 
-pub(crate) mod composite;
+pub(crate) use self::memory::key as composite;
 pub mod memory;
 #[cfg(feature = "redis")]
 pub mod redis;

@@ -25,7 +25,6 @@
 //! Policy names are limited to `A-Z a-z 0-9 _ - .`, and the prefix may not
 //! contain braces.
 
-use crate::algorithm::Algorithm;
 use crate::{Error, Policy, Result};
 
 /// The default key prefix.
@@ -43,19 +42,6 @@ pub(crate) fn validate_prefix(prefix: &str) -> Result<()> {
         ));
     }
     Ok(())
-}
-
-/// The short name of an algorithm in keys and in batch arguments.
-pub(crate) fn tag(algorithm: &Algorithm) -> &'static str {
-    match algorithm {
-        Algorithm::FixedWindow(_) => "fw",
-        Algorithm::SlidingWindow(_) => "sw",
-        Algorithm::SlidingLog(_) => "sl",
-        Algorithm::TokenBucket(_) => "tb",
-        Algorithm::Gcra(_) => "gcra",
-        Algorithm::LeakyBucket(_) => "lb",
-        Algorithm::Concurrency(_) => "cc",
-    }
 }
 
 /// The name of a fixed window's server-clock form: its key's suffix starts

@@ -1,0 +1,230 @@
+//! The decide path: one operation on one key's state under its shard's
+//! lock, the entry's expiry moved with the verdict; and the calls made of
+//! it, without an executor.
+
+use std::time::Duration;
+
+use super::{MemoryStore, shard_of};
+use crate::algorithm::{Algorithm, LeaseId, State};
+use crate::clock::Clock;
+use crate::decision::Verdict;
+use crate::store::Lease;
+use crate::{Decision, Policy, Result, validate_key};
+
+use super::key::KeyRef;
+
+/// What to do to one key's state.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Op {
+    Check { cost: u64, max_wait: u64 },
+    Acquire(LeaseId),
+    Release(LeaseId),
+}
+
+impl<C: Clock> MemoryStore<C> {
+    /// Decides a request now, without an executor: the memory store never
+    /// waits, so this is what [`Store::check`] does.
+    #[inline]
+    pub fn check_sync(&self, policy: &Policy, key: &[u8], cost: u64) -> Result<Decision> {
+        validate_key(key)?;
+        policy.require_rate("check")?;
+        policy.validate_cost(cost)?;
+        Ok(self
+            .apply(policy, key, Op::Check { cost, max_wait: 0 })
+            .0
+            .decision())
+    }
+
+    /// [`Store::reserve`] without an executor.
+    pub fn reserve_sync(
+        &self,
+        policy: &Policy,
+        key: &[u8],
+        cost: u64,
+        max_wait: Duration,
+    ) -> Result<Decision> {
+        validate_key(key)?;
+        let max_wait = policy.validate_reservation(cost, max_wait)?;
+        Ok(self
+            .apply(policy, key, Op::Check { cost, max_wait })
+            .0
+            .decision())
+    }
+
+    /// [`Store::acquire_lease`] without an executor.
+    pub fn acquire_lease_sync(&self, policy: &Policy, key: &[u8]) -> Result<Lease> {
+        validate_key(key)?;
+        policy.require_concurrency("acquire_lease")?;
+        let id = LeaseId::random();
+        let (verdict, _) = self.apply(policy, key, Op::Acquire(id));
+        Ok(Lease {
+            decision: verdict.decision(),
+            id: verdict.allowed.then_some(id),
+        })
+    }
+
+    /// [`Store::release_lease`] without an executor.
+    pub fn release_lease_sync(&self, policy: &Policy, key: &[u8], lease: LeaseId) -> Result<bool> {
+        validate_key(key)?;
+        policy.require_concurrency("release_lease")?;
+        Ok(self.apply(policy, key, Op::Release(lease)).1)
+    }
+
+    /// Forgets `key` under `policy`.
+    pub fn reset_sync(&self, policy: &Policy, key: &[u8]) -> Result<()> {
+        validate_key(key)?;
+        let k = KeyRef::new(policy, key);
+        let hash = self.hash(&k);
+        let mut map = self.inner.shards[shard_of(hash)].0.lock();
+        if let Some(i) = map.find(hash, |e| k.matches(&e.key)) {
+            map.remove(i, self.rehash());
+        }
+        Ok(())
+    }
+
+    /// Runs `op` on the key's state under its shard's lock. Returns the
+    /// verdict and, for a release, whether the lease was held (a verdict,
+    /// not a `Decision`: the callers make that inline, where it is used,
+    /// rather than copying a freshly written one at once, which stalls).
+    pub(super) fn apply(&self, policy: &Policy, key: &[u8], op: Op) -> (Verdict, bool) {
+        let k = KeyRef::new(policy, key);
+        let hash = self.hash(&k);
+        let algorithm = policy.algorithm();
+        let mut inserted = false;
+        let now = self.inner.clock.now_micros();
+        let result = {
+            let mut map = self.inner.shards[shard_of(hash)].0.lock();
+            match map.find_mut(hash, |e| k.matches(&e.key)) {
+                Some((i, entry)) => {
+                    if entry.expires_at <= now {
+                        entry.state = algorithm.fresh_state();
+                    }
+                    let (verdict, held) = run(algorithm, &mut entry.state, now, op);
+                    if verdict.reset_after == 0 {
+                        map.remove(i, self.rehash());
+                    } else {
+                        entry.expires_at = now + verdict.reset_after;
+                    }
+                    (verdict, held)
+                }
+                None => {
+                    let mut state = algorithm.fresh_state();
+                    let (verdict, held) = run(algorithm, &mut state, now, op);
+                    if verdict.reset_after != 0 {
+                        let reset = verdict.reset_after;
+                        self.insert_new(&mut map, hash, k, state, now, reset);
+                        inserted = true;
+                    }
+                    (verdict, held)
+                }
+            }
+        };
+        if inserted {
+            self.maybe_sweep(now);
+        }
+        result
+    }
+}
+
+/// One operation on a state that belongs to `algorithm`.
+#[inline]
+fn run(algorithm: &Algorithm, state: &mut State, now: u64, op: Op) -> (Verdict, bool) {
+    match (algorithm, op) {
+        (_, Op::Check { cost, max_wait }) => {
+            (algorithm.decide_micros(state, now, cost, max_wait), false)
+        }
+        (Algorithm::Concurrency(c), Op::Acquire(id)) => match state {
+            State::Concurrency(s) => (c.acquire_micros(s, now, id), false),
+            _ => {
+                let mut fresh = Default::default();
+                let v = c.acquire_micros(&mut fresh, now, id);
+                *state = State::Concurrency(fresh);
+                (v, false)
+            }
+        },
+        (Algorithm::Concurrency(c), Op::Release(id)) => match state {
+            State::Concurrency(s) => {
+                let held = c.release(s, now, id);
+                (c.peek_micros(s, now), held)
+            }
+            _ => (algorithm.decide_micros(state, now, 0, 0), false),
+        },
+        // Leases are refused before reaching here for other algorithms.
+        (_, Op::Acquire(_) | Op::Release(_)) => (algorithm.decide_micros(state, now, 0, 0), false),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use super::*;
+    use crate::ManualClock;
+
+    use super::super::test_store as store;
+
+    #[test]
+    fn a_policy_that_changes_algorithm_starts_fresh() {
+        let clock = ManualClock::new(0);
+        let store = store(&clock, 1024);
+        let minute = Duration::from_secs(60);
+        // A window to a log, to a window again, to the buckets and back to
+        // a log: each change finds the key's state of another algorithm,
+        // which counts as fresh, and the state left behind does not come
+        // back.
+        let sequence = [
+            Policy::fixed_window("api", 1, minute).unwrap(),
+            Policy::sliding_log("api", 1, minute).unwrap(),
+            Policy::fixed_window("api", 1, minute).unwrap(),
+            Policy::token_bucket("api", 1, minute, 1).unwrap(),
+            Policy::gcra("api", 1, minute, 1).unwrap(),
+            Policy::sliding_log("api", 1, minute).unwrap(),
+        ];
+        for policy in &sequence {
+            let name = policy.algorithm().name();
+            assert!(store.check_sync(policy, b"k", 1).unwrap().allowed, "{name}");
+            assert!(
+                !store.check_sync(policy, b"k", 1).unwrap().allowed,
+                "{name}"
+            );
+            assert_eq!(store.len(), 1, "{name}: the key is held once");
+        }
+    }
+
+    #[test]
+    fn racing_callers_on_one_key_lose_no_update() {
+        // A frozen clock: nothing refills or ages out, so exactly `limit`
+        // of the racing requests are admitted, however they interleave.
+        let clock = ManualClock::new(1_000_000_000);
+        let store = store(&clock, 1024);
+        let hour = Duration::from_secs(3600);
+        let limit = 20_000;
+        let policies = [
+            Policy::fixed_window("fw", limit, hour).unwrap(),
+            Policy::sliding_window("sw", limit, hour).unwrap(),
+            Policy::token_bucket("tb", 1, hour, limit).unwrap(),
+            Policy::gcra("gcra", 1, hour, limit).unwrap(),
+            Policy::leaky_bucket("lb", 1, hour, limit).unwrap(),
+            Policy::sliding_log("sl", 5_000, hour).unwrap(),
+        ];
+        for policy in &policies {
+            let admitted = AtomicU64::new(0);
+            let (bound, _) = policy.algorithm().limit();
+            std::thread::scope(|s| {
+                for _ in 0..4 {
+                    s.spawn(|| {
+                        for _ in 0..bound / 3 {
+                            if store.check_sync(policy, b"hot", 1).unwrap().allowed {
+                                admitted.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                    });
+                }
+            });
+            let name = policy.algorithm().name();
+            assert_eq!(admitted.into_inner(), bound, "{name}");
+            let peek = store.check_sync(policy, b"hot", 0).unwrap();
+            assert_eq!(peek.remaining, 0, "{name}");
+        }
+    }
+}

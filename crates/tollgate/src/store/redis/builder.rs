@@ -1,0 +1,235 @@
+//! Configuring a [`RedisStore`] and connecting it: a standalone server or a
+//! cluster, the probe for the buckets' server-clock form, the scripts
+//! loaded and the server's clock measured before the first decision.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64};
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClientBuilder;
+
+use super::coalesce::Coalescer;
+use super::connection::Connection;
+use super::error::store_error;
+use super::keys::{DEFAULT_PREFIX, validate_prefix};
+use super::scripts::Scripts;
+use super::{Inner, RedisStore, TimeSource};
+use crate::algorithm::MAX_EXACT;
+use crate::{Error, MonotonicClock, Result};
+
+/// Configures a [`RedisStore`].
+#[derive(Debug, Clone)]
+pub struct RedisStoreBuilder {
+    urls: Vec<String>,
+    prefix: String,
+    time: TimeSource,
+    connect_timeout: Duration,
+    deadline: Option<Duration>,
+    bucket_form: bool,
+    pipelining: bool,
+}
+
+impl RedisStoreBuilder {
+    /// Whether a token bucket, GCRA or leaky bucket on the server's clock
+    /// whose interval is whole ms keeps its theoretical arrival time as
+    /// its key's expiry (default `true`; see `lua/bucket_server.lua`):
+    /// about 60% of the server's work of the form that reads `TIME`, at
+    /// the server clock's ms resolution. `false` keeps that other form,
+    /// exact to the µs, under the keys tollgate used for every bucket
+    /// before this form existed: for a rolling upgrade from such a version
+    /// (switch it on once no old instance shares the limits; the two forms
+    /// keep separate state), or for µs exactness.
+    pub fn bucket_expiry_form(mut self, enabled: bool) -> Self {
+        self.bucket_form = enabled;
+        self
+    }
+
+    /// Whether concurrent decisions on a standalone server leave together
+    /// as pipelines when many callers are busy (default `true`): once 32
+    /// calls are in flight, the callers ready at that moment share one
+    /// write to the socket instead of one each, the largest part of the
+    /// client's work under load; with fewer in flight a call leaves at
+    /// once, as it would alone. `false` sends each script call by itself
+    /// on the shared connection. A cluster's calls always leave by
+    /// themselves (a cluster pipeline must stay within one slot).
+    pub fn pipelining(mut self, enabled: bool) -> Self {
+        self.pipelining = enabled;
+        self
+    }
+
+    /// Gives every decision a deadline (none by default). With server time,
+    /// each script call carries the moment, on the server's clock, after
+    /// which it must not run: a command that sat in the socket of a stalled
+    /// server (SIGSTOP, `CLIENT PAUSE`, a long script) and runs after its
+    /// caller gave up answers an error and writes nothing, so no decision
+    /// is ever applied late. The server's clock is estimated from `TIME`
+    /// at connect and every 30 s. The caller should stop waiting at the same
+    /// deadline (as [`ResilientStore`](crate::store::resilient::ResilientStore)
+    /// does).
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// Prefixes every key with `prefix` (default `tollgate:`; no braces).
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Reads time from the server (default) or from the caller's clock.
+    pub fn time_source(mut self, time: TimeSource) -> Self {
+        self.time = time;
+        self
+    }
+
+    /// How long to wait for a connection (default 2 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Connects and loads every script. One URL is a standalone server
+    /// (unless that server has cluster mode enabled); several are the seed
+    /// nodes of a cluster.
+    pub async fn connect(self) -> Result<RedisStore> {
+        validate_prefix(&self.prefix)?;
+        #[cfg(feature = "redis-tls")]
+        {
+            // redis-rs brings rustls without a crypto provider; `rediss://`
+            // needs one. An application that installed its own keeps it.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+        let conn = match self.urls.as_slice() {
+            [] => return Err(Error::argument("urls", "at least one Redis URL is needed")),
+            [url] if !cluster_enabled(url, self.connect_timeout).await? => {
+                let client = redis::Client::open(url.as_str()).map_err(|e| bad_url(&e))?;
+                let config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(self.connect_timeout))
+                    .set_number_of_retries(1);
+                let manager = ConnectionManager::new_with_config(client, config)
+                    .await
+                    .map_err(|e| store_error(&e))?;
+                let queue = self
+                    .pipelining
+                    .then(|| Arc::new(Coalescer::new(manager.clone())));
+                Connection::Single(manager, queue)
+            }
+            urls => {
+                let client = ClusterClientBuilder::new(urls.iter().map(String::as_str))
+                    .connection_timeout(self.connect_timeout)
+                    .build()
+                    .map_err(|e| bad_url(&e))?;
+                Connection::Cluster(
+                    client
+                        .get_async_connection()
+                        .await
+                        .map_err(|e| store_error(&e))?,
+                )
+            }
+        };
+        let bucket_form = self.bucket_form && has_expire_time(&conn, &self.prefix).await?;
+        let store = RedisStore {
+            inner: Arc::new(Inner {
+                conn,
+                prefix: self.prefix,
+                time: self.time,
+                scripts: Scripts::new(),
+                deadline: self
+                    .deadline
+                    .map(|d| d.as_micros().min(MAX_EXACT as u128) as u64),
+                clock: MonotonicClock::new(),
+                offset: AtomicI64::new(0),
+                offset_error: AtomicU64::new(0),
+                offset_at: AtomicU64::new(0),
+                bucket_form,
+            }),
+        };
+        store.load_scripts().await?;
+        if let TimeSource::Server = store.inner.time {
+            store.measure_offset().await?;
+        }
+        Ok(store)
+    }
+}
+
+fn bad_url(e: &redis::RedisError) -> Error {
+    // The client's parse errors do not echo the URL, so no password leaks.
+    Error::argument("urls", format!("invalid Redis URL: {}", e.kind_str()))
+}
+
+trait KindStr {
+    fn kind_str(&self) -> String;
+}
+
+impl KindStr for redis::RedisError {
+    fn kind_str(&self) -> String {
+        self.detail()
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("{:?}", self.kind()))
+    }
+}
+
+/// Whether the server lets us use `PEXPIRETIME` (Redis 7.0 and later),
+/// asked of the node that holds a key under `prefix` (on a cluster, the
+/// nodes are expected to run one version): no when it does not know the
+/// command, or when an ACL denies it to our user (a script calling it
+/// would fail the same way); any other error fails the connect.
+async fn has_expire_time(conn: &Connection, prefix: &str) -> Result<bool> {
+    let mut cmd = redis::cmd("PEXPIRETIME");
+    cmd.arg(format!("{prefix}{{probe}}"));
+    match conn.query(&cmd).await {
+        Ok(_) => Ok(true),
+        Err(e)
+            if e.to_string().contains("unknown command")
+                || e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm) =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(store_error(&e)),
+    }
+}
+
+/// Whether the server at `url` runs in cluster mode.
+async fn cluster_enabled(url: &str, timeout: Duration) -> Result<bool> {
+    let client = redis::Client::open(url).map_err(|e| bad_url(&e))?;
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(timeout))
+        .set_response_timeout(Some(timeout));
+    let mut conn = client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .map_err(|e| store_error(&e))?;
+    let info: String = redis::cmd("INFO")
+        .arg("cluster")
+        .query_async(&mut conn)
+        .await
+        .map_err(|e| store_error(&e))?;
+    Ok(info.contains("cluster_enabled:1"))
+}
+
+impl RedisStore {
+    /// A builder for the servers at `urls`.
+    pub fn builder<I, S>(urls: I) -> RedisStoreBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        RedisStoreBuilder {
+            urls: urls.into_iter().map(Into::into).collect(),
+            prefix: DEFAULT_PREFIX.to_string(),
+            time: TimeSource::Server,
+            connect_timeout: Duration::from_secs(2),
+            deadline: None,
+            bucket_form: true,
+            pipelining: true,
+        }
+    }
+
+    /// Connects to one server (or a cluster, through one of its nodes) with
+    /// the default prefix and server time.
+    pub async fn connect(url: &str) -> Result<RedisStore> {
+        RedisStore::builder([url]).connect().await
+    }
+}

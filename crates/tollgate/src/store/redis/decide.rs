@@ -1,0 +1,96 @@
+//! One decision on one key: in the policy's form, with the numbers its
+//! script takes; and the same call as text, for tools that drive the
+//! scripts without this client.
+
+use std::sync::atomic::Ordering;
+
+use super::RedisStore;
+use super::algorithm;
+use super::form::Form;
+use super::pack::{Arg, pack};
+use super::reply::decision;
+use super::server_window::ServerWindow;
+use crate::{Decision, Policy, Result};
+
+impl RedisStore {
+    /// The call a check of `cost` on `key` makes, for tools that drive a
+    /// script without this client (`redis-benchmark`, `redis-cli`): the
+    /// script's SHA1, the Redis key, and the arguments after it. Not for
+    /// concurrency policies. Not a stable interface.
+    #[doc(hidden)]
+    pub fn evalsha_call(
+        &self,
+        policy: &Policy,
+        key: &[u8],
+        cost: u64,
+    ) -> Result<(String, Vec<u8>, Vec<String>)> {
+        let form = self.form(policy);
+        let redis_key = self.key_in_form(policy, key, &form);
+        let scripts = &self.inner.scripts;
+        match form {
+            Form::Window(w) => {
+                let args = w.args(cost, 0);
+                let sha = ServerWindow::script(scripts, &args).sha().to_string();
+                return Ok((sha, redis_key, args));
+            }
+            Form::Bucket(b) => {
+                let sha = scripts.bucket_server.sha().to_string();
+                return Ok((sha, redis_key, b.args(cost, 0, 0)));
+            }
+            Form::Script => {}
+        }
+        let [time, _] = self.time_args()?;
+        let mut args = vec![time.to_string(), "0".to_string()];
+        args.extend(
+            algorithm::params(policy.algorithm(), cost, 0)
+                .iter()
+                .map(f64::to_string),
+        );
+        let sha = algorithm::script(scripts, policy.algorithm())
+            .sha()
+            .to_string();
+        Ok((sha, redis_key, args))
+    }
+
+    /// Decides `cost` on `key`, waiting at most `max_wait` µs for a
+    /// reservation (0: a check); the input already validated.
+    pub(super) async fn decide(
+        &self,
+        policy: &Policy,
+        key: &[u8],
+        cost: u64,
+        max_wait: u64,
+    ) -> Result<Decision> {
+        let form = self.form(policy);
+        let redis_key = self.key_in_form(policy, key, &form);
+        if let Form::Bucket(b) = form {
+            let args = b.args(cost, max_wait, self.server_deadline());
+            let script = &self.inner.scripts.bucket_server;
+            let reply = self.run_integer(script, &redis_key, &args).await?;
+            return b.decision(policy.algorithm(), reply, cost, max_wait);
+        }
+        if let Form::Window(w) = form {
+            let sent = self.server_now();
+            // As `server_deadline`, from the clock already read.
+            let deadline = self.inner.deadline.map_or(0, |d| sent + d);
+            let args = w.args(cost, deadline);
+            let script = ServerWindow::script(&self.inner.scripts, &args);
+            let reply = self.run_integer(script, &redis_key, &args).await?;
+            let error = self.inner.offset_error.load(Ordering::Relaxed);
+            return w.decision(reply, sent.saturating_sub(error), self.server_now() + error);
+        }
+        let algorithm = policy.algorithm();
+        let [time, deadline] = self.time_args()?;
+        let mut numbers = vec![time, deadline];
+        numbers.extend(algorithm::params(algorithm, cost, max_wait));
+        let cost_text;
+        let mut args = vec![Arg::Bin(pack(&numbers))];
+        if algorithm::takes_cost_text(algorithm) {
+            cost_text = cost.to_string();
+            args.push(Arg::Str(&cost_text));
+        }
+        let script = algorithm::script(&self.inner.scripts, algorithm);
+        let reply = self.run(script, &[&redis_key], &args).await?;
+        decision(policy, &reply)
+    }
+}

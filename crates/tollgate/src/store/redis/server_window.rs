@@ -1,0 +1,178 @@
+//! The fixed window in its server-clock form
+//! (`lua/fixed_window_server.lua`): the state is what the window has left,
+//! under a key that expires at the window's last ms, so the hot path is one
+//! `DECRBY` and reads no clock; the reply is one integer, from which the
+//! decision is rebuilt here with our estimate of the server's clock.
+
+use super::scripts::{Script, Scripts};
+use crate::algorithm::Algorithm;
+use crate::{Decision, Error, Result, StoreErrorKind};
+
+/// 2^49: the server-clock fixed window takes limits below this, so that
+/// its value, remaining·16 + tag, stays below 2^53.
+const SERVER_WINDOW_MAX_LIMIT: u64 = 1 << 49;
+
+/// A fixed window in its server-clock form (`lua/fixed_window_server.lua`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ServerWindow {
+    pub(super) limit: u64,
+    /// µs, a whole number of ms.
+    pub(super) window: u64,
+}
+
+impl ServerWindow {
+    /// The form of a fixed window of whole ms and a limit below 2^49;
+    /// `None` for any other policy.
+    pub(super) fn of(algorithm: &Algorithm) -> Option<ServerWindow> {
+        match algorithm {
+            Algorithm::FixedWindow(a)
+                if a.window_micros().is_multiple_of(1000)
+                    && a.limit() < SERVER_WINDOW_MAX_LIMIT =>
+            {
+                Some(ServerWindow {
+                    limit: a.limit(),
+                    window: a.window_micros(),
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// The script for these arguments: the form without any for a cost of
+    /// 1 (see [`ServerWindow::args`]).
+    pub(super) fn script<'s>(scripts: &'s Scripts, args: &[String]) -> &'s Script {
+        if args.is_empty() {
+            &scripts.fixed_window_server_one
+        } else {
+            &scripts.fixed_window_server
+        }
+    }
+
+    /// The numbers the batch passes for this form: limit, window (ms) and
+    /// cost.
+    pub(super) fn batch_numbers(&self, cost: u64) -> Vec<f64> {
+        vec![self.limit as f64, (self.window / 1000) as f64, cost as f64]
+    }
+
+    /// The script's arguments, as text: none for a cost of 1 without a
+    /// deadline (the script's form for that); else the cost times 16, and
+    /// for a peek or a deadline the deadline ('0' for none).
+    pub(super) fn args(&self, cost: u64, deadline: u64) -> Vec<String> {
+        match (cost, deadline) {
+            (1, 0) => Vec::new(),
+            (1.., 0) => vec![(cost * 16).to_string()],
+            _ => vec![(cost * 16).to_string(), deadline.to_string()],
+        }
+    }
+
+    /// The decision from the script's reply (the key's value, which is
+    /// remaining·16 + tag, or -1 minus it when denied), the script having
+    /// run, on the server's clock, at some time in `[earliest, latest]` µs.
+    /// The tag names the window modulo 4 (tags 5 to 8 mark a key that
+    /// outlives its window by a ms or two, see the script), which is exact
+    /// as long as our estimate of the server's clock is within a window or
+    /// so; `reset_after` is counted from `earliest`, so that a caller who
+    /// waits it from the answer never comes back before the window ended.
+    pub(super) fn decision(&self, reply: i64, earliest: u64, latest: u64) -> Result<Decision> {
+        let allowed = reply >= 0;
+        let value = if allowed { reply } else { -1 - reply } as u64;
+        let (remaining, tag) = (value / 16, value % 16);
+        if value == 0 && allowed {
+            // A peek that found no window (never denied: a denial's value
+            // has a tag, which the check below asks of it).
+            return Ok(Decision::from_micros(
+                allowed, self.limit, self.limit, 0, 0, 0,
+            ));
+        }
+        if !(1..=8).contains(&tag) || remaining > self.limit {
+            return Err(Error::Store {
+                kind: StoreErrorKind::Protocol,
+                message: format!(
+                    "fixed_window_server replied {reply}, which names no window of a limit of {}",
+                    self.limit
+                ),
+            });
+        }
+        // The window whose index is tag - 1 modulo 4 nearest to the middle
+        // of the interval the script ran in.
+        let middle = earliest / 2 + latest / 2;
+        let guess = middle / self.window;
+        let k = match ((tag - 1) % 4 + 4 - guess % 4) % 4 {
+            0 => guess,
+            1 => guess + 1,
+            d => guess.saturating_sub(4 - d),
+        };
+        let until_end = ((k + 1) * self.window)
+            .saturating_sub(earliest)
+            .clamp(1, self.window);
+        let retry = if allowed { 0 } else { until_end };
+        Ok(Decision::from_micros(
+            allowed, self.limit, remaining, until_end, retry, 0,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// The reply of fixed_window_server.lua for `remaining` in window `k`.
+    fn reply(k: u64, remaining: u64, allowed: bool) -> i64 {
+        // A key created in its window's last ms has the tag + 4: same window.
+        let late = if k.is_multiple_of(2) { 4 } else { 0 };
+        let value = (remaining * 16 + k % 4 + 1 + late) as i64;
+        if allowed { value } else { -1 - value }
+    }
+
+    #[test]
+    fn a_server_window_reply_names_its_window_despite_a_rough_clock() {
+        let w = ServerWindow {
+            limit: 5,
+            window: 1_000_000,
+        };
+        let k = 1_700_000_000u64;
+        let start = k * w.window;
+        // Sent 300 ms into window k, answered 1 ms later.
+        let d = w
+            .decision(reply(k, 3, true), start + 300_000, start + 301_000)
+            .unwrap();
+        assert!(d.allowed);
+        assert_eq!(d.remaining, 3);
+        assert_eq!(d.reset_after, Duration::from_millis(700));
+        assert_eq!(d.retry_after, Duration::ZERO);
+        // Our estimate of the server's clock is already in window k + 1, or
+        // even k + 2: the tag still says k, which has just ended.
+        for ahead in [1_000_100, 1_900_000] {
+            let d = w
+                .decision(reply(k, 0, false), start + ahead, start + ahead + 1000)
+                .unwrap();
+            assert!(!d.allowed);
+            assert_eq!(d.remaining, 0);
+            assert_eq!(d.retry_after, Duration::from_micros(1), "{ahead}");
+        }
+        // Behind by most of a window: the tag says k + 1, a whole window
+        // (the most there can be) away.
+        let d = w
+            .decision(reply(k + 1, 4, true), start + 900_000, start + 901_000)
+            .unwrap();
+        assert_eq!(d.reset_after, Duration::from_secs(1));
+        // No key: nothing to reset.
+        let d = w.decision(0, start, start + 1000).unwrap();
+        assert_eq!(
+            (d.allowed, d.remaining, d.reset_after),
+            (true, 5, Duration::ZERO)
+        );
+        // A value without a tag, or with more left than the limit, is not
+        // ours; neither is its denial.
+        assert!(w.decision(-1, start, start + 1000).is_err());
+        for value in [16, 9, 6 * 16 + 1] {
+            assert!(w.decision(value, start, start + 1000).is_err(), "{value}");
+            assert!(
+                w.decision(-1 - value, start, start + 1000).is_err(),
+                "{value}"
+            );
+        }
+    }
+}

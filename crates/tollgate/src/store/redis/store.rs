@@ -1,0 +1,112 @@
+//! The [`Store`] impl: validation, then a decision, a batch or a lease.
+
+use std::time::Duration;
+
+use super::RedisStore;
+use super::error::store_error;
+use super::lease::LeaseOp;
+use crate::algorithm::LeaseId;
+use crate::store::{BoxFuture, Lease, Request, Store};
+use crate::{Decision, Policy, Result, validate_key};
+
+impl RedisStore {
+    fn validate(policy: &Policy, key: &[u8], cost: u64) -> Result<()> {
+        validate_key(key)?;
+        policy.require_rate("check")?;
+        policy.validate_cost(cost)
+    }
+}
+
+impl Store for RedisStore {
+    fn check<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        cost: u64,
+    ) -> BoxFuture<'a, Result<Decision>> {
+        Box::pin(async move {
+            RedisStore::validate(policy, key, cost)?;
+            self.decide(policy, key, cost, 0).await
+        })
+    }
+
+    fn reserve<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        cost: u64,
+        max_wait: Duration,
+    ) -> BoxFuture<'a, Result<Decision>> {
+        Box::pin(async move {
+            validate_key(key)?;
+            let max_wait = policy.validate_reservation(cost, max_wait)?;
+            self.decide(policy, key, cost, max_wait).await
+        })
+    }
+
+    fn check_many<'a>(
+        &'a self,
+        requests: &'a [Request<'a>],
+        atomic: bool,
+    ) -> BoxFuture<'a, Result<Vec<Decision>>> {
+        Box::pin(async move {
+            for r in requests {
+                RedisStore::validate(r.policy, r.key, r.cost)?;
+            }
+            if requests.is_empty() {
+                return Ok(Vec::new());
+            }
+            if atomic {
+                return self.batch(requests).await;
+            }
+            // Concurrent EVALSHAs on the multiplexed connection go out as
+            // one pipeline (one per node on a cluster), each reloading its
+            // script on NOSCRIPT by itself.
+            let decisions = futures_util::future::join_all(
+                requests
+                    .iter()
+                    .map(|r| self.decide(r.policy, r.key, r.cost, 0)),
+            )
+            .await;
+            decisions.into_iter().collect()
+        })
+    }
+
+    fn acquire_lease<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+    ) -> BoxFuture<'a, Result<Lease>> {
+        Box::pin(async move {
+            let id = LeaseId::random();
+            let (decision, taken) = self.lease(policy, key, LeaseOp::Acquire, id).await?;
+            Ok(Lease {
+                decision,
+                id: taken.then_some(id),
+            })
+        })
+    }
+
+    fn release_lease<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        lease: LeaseId,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move { Ok(self.lease(policy, key, LeaseOp::Release, lease).await?.1) })
+    }
+
+    fn reset<'a>(&'a self, policy: &'a Policy, key: &'a [u8]) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            validate_key(key)?;
+            let mut cmd = redis::cmd("DEL");
+            cmd.arg(self.key_of(policy, key));
+            self.inner
+                .conn
+                .query(&cmd)
+                .await
+                .map_err(|e| store_error(&e))?;
+            Ok(())
+        })
+    }
+}
