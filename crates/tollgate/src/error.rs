@@ -81,10 +81,16 @@ pub enum StoreErrorKind {
     Busy,
     /// The server is out of memory (`OOM`).
     OutOfMemory,
-    /// The server is a replica or the cluster is reconfiguring (`READONLY`,
-    /// `MOVED`, `ASK`, `TRYAGAIN`, `CLUSTERDOWN`).
+    /// The server reached is a replica: demoted by a failover or
+    /// `REPLICAOF` (`READONLY`), or cut off from its primary
+    /// (`MASTERDOWN`).
+    Replica,
+    /// The cluster is reconfiguring (`MOVED`, `ASK`, `TRYAGAIN`,
+    /// `CLUSTERDOWN`).
     Cluster,
-    /// Authentication or permission failure.
+    /// Authentication or permission failure (`WRONGPASS`, `NOPERM`): not
+    /// transient, but still the store failing this client, not a bad
+    /// request.
     Auth,
     /// The server answered something the client did not expect.
     Protocol,
@@ -93,7 +99,9 @@ pub enum StoreErrorKind {
 }
 
 impl StoreErrorKind {
-    /// Whether a retry later may succeed.
+    /// Whether a retry soon may succeed without anyone acting: true for
+    /// I/O, timeouts, `BUSY`/`LOADING`, `OOM`, a replica and cluster
+    /// reconfiguration; false for permissions, protocol and other errors.
     pub fn is_transient(self) -> bool {
         matches!(
             self,
@@ -101,6 +109,7 @@ impl StoreErrorKind {
                 | StoreErrorKind::Timeout
                 | StoreErrorKind::Busy
                 | StoreErrorKind::OutOfMemory
+                | StoreErrorKind::Replica
                 | StoreErrorKind::Cluster
         )
     }
@@ -112,6 +121,7 @@ impl StoreErrorKind {
             StoreErrorKind::Timeout => "timeout",
             StoreErrorKind::Busy => "busy",
             StoreErrorKind::OutOfMemory => "oom",
+            StoreErrorKind::Replica => "replica",
             StoreErrorKind::Cluster => "cluster",
             StoreErrorKind::Auth => "auth",
             StoreErrorKind::Protocol => "protocol",
@@ -136,6 +146,13 @@ impl Error {
             Error::StoreUnavailable => true,
             _ => false,
         }
+    }
+
+    /// Whether the store failed to decide (any [`Error::Store`], and
+    /// [`Error::StoreUnavailable`]), as opposed to the request being bad:
+    /// the errors a failure policy answers for.
+    pub fn is_store_failure(&self) -> bool {
+        matches!(self, Error::Store { .. } | Error::StoreUnavailable)
     }
 
     /// A short stable code: `invalid_policy`, `invalid_argument`,
@@ -184,7 +201,9 @@ mod tests {
             message: "WRONGPASS".into(),
         };
         assert!(!auth.is_transient());
-        assert!(!Error::policy("limit", "must be at least 1, got 0").is_transient());
+        assert!(auth.is_store_failure(), "still the store's failure");
+        let bad = Error::policy("limit", "must be at least 1, got 0");
+        assert!(!bad.is_transient() && !bad.is_store_failure());
         assert_eq!(
             Error::policy("limit", "must be at least 1, got 0").to_string(),
             "invalid policy: `limit` must be at least 1, got 0"

@@ -18,6 +18,7 @@ pub mod memory;
 #[cfg(feature = "redis")]
 pub mod redis;
 pub mod resilient;
+pub(crate) mod validate;
 
 /// A boxed future, so that `Store` can be used as `dyn Store`.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

@@ -1,12 +1,19 @@
 //! One conformance suite, written once in `suite.rs`, run against every
 //! store: memory, Redis standalone and Redis Cluster (both in client-time
-//! mode, so the suite drives time with a manual clock).
+//! mode, so the suite drives time with a manual clock), and a resilient
+//! store whose primary is down and breaker open, under each failure policy
+//! (`local` passes every case as a memory store would; `allow` and `deny`
+//! pass those that hold for a store that admits or refuses everything
+//! valid).
 
 mod suite;
 
 /// Instantiates every case of the suite for a store made by `$make`, an
 /// `async fn(ManualClock) -> suite::Harness`.
 macro_rules! conformance {
+    ($make:path, only: $($case:ident),+ $(,)?) => {
+        conformance!(@cases $make; $($case),+);
+    };
     ($make:path) => {
         conformance!(@cases $make;
             decisions_match_the_algorithms,
@@ -78,4 +85,41 @@ mod redis_cluster {
     }
 
     conformance!(make);
+}
+
+#[cfg(feature = "redis")]
+mod fallback_local {
+    use super::suite::Harness;
+    use tollgate::store::resilient::OnFailure;
+
+    async fn make(clock: tollgate::ManualClock) -> Harness {
+        Harness::fallback(OnFailure::Local, clock).await
+    }
+
+    conformance!(make);
+    conformance!(make, only: the_failure_policy_answers_every_operation);
+}
+
+#[cfg(feature = "redis")]
+mod fallback_allow {
+    use super::suite::Harness;
+    use tollgate::store::resilient::OnFailure;
+
+    async fn make(clock: tollgate::ManualClock) -> Harness {
+        Harness::fallback(OnFailure::Allow, clock).await
+    }
+
+    conformance!(make, only: bad_input_is_rejected_before_the_store, the_failure_policy_answers_every_operation);
+}
+
+#[cfg(feature = "redis")]
+mod fallback_deny {
+    use super::suite::Harness;
+    use tollgate::store::resilient::OnFailure;
+
+    async fn make(clock: tollgate::ManualClock) -> Harness {
+        Harness::fallback(OnFailure::Deny, clock).await
+    }
+
+    conformance!(make, only: bad_input_is_rejected_before_the_store, the_failure_policy_answers_every_operation);
 }

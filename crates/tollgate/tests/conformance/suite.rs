@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use tollgate::algorithm::State;
-use tollgate::{Decision, Error, ManualClock, MemoryStore, Policy, Request, Store};
+#[cfg(feature = "redis")]
+use tollgate::store::resilient::{OnFailure, ResilientStore};
+use tollgate::{Decision, Error, ManualClock, MemoryStore, Policy, Request, Source, Store};
 
 /// A store under test, and a view of what it holds.
 pub(crate) struct Harness {
@@ -19,6 +21,14 @@ enum Backend {
         prefix: String,
         nodes: Vec<String>,
         cluster: bool,
+    },
+    /// A resilient store whose primary (a Redis store) is down and whose
+    /// breaker is open: every answer comes from its failure policy.
+    #[cfg(feature = "redis")]
+    Fallback {
+        store: ResilientStore,
+        mode: OnFailure,
+        _server: tollgate_testkit::RedisServer,
     },
 }
 
@@ -55,11 +65,66 @@ impl Harness {
         }
     }
 
+    /// A resilient store over a Redis store whose server is killed, its
+    /// breaker open, answering by `mode`; its local fallback reads `clock`.
+    #[cfg(feature = "redis")]
+    pub(crate) async fn fallback(mode: OnFailure, clock: ManualClock) -> Harness {
+        use std::sync::Arc;
+        use std::time::Duration;
+        use tollgate::store::redis::RedisStore;
+        use tollgate::store::resilient::BreakerState;
+        let server = tollgate_testkit::RedisServer::start();
+        let redis = RedisStore::builder([server.url()])
+            .connect()
+            .await
+            .expect("connect to the test server");
+        server.kill9();
+        let store = ResilientStore::builder(Arc::new(redis))
+            .on_failure(mode)
+            .failure_threshold(1)
+            .probe_interval(Duration::from_secs(60), Duration::from_secs(60))
+            .clock(Arc::new(clock))
+            .build()
+            .unwrap();
+        // A reset touches no state that stays: it fails on the dead server
+        // and opens the breaker.
+        let probe = Policy::fixed_window("open-the-breaker", 1, secs(1)).unwrap();
+        let reset = store.reset(&probe, b"k").await;
+        assert_eq!(reset, Err(Error::StoreUnavailable));
+        assert_eq!(store.breaker_state(), BreakerState::Open);
+        Harness {
+            store: Box::new(store.clone()),
+            backend: Backend::Fallback {
+                store,
+                mode,
+                _server: server,
+            },
+        }
+    }
+
     pub(crate) fn is_cluster(&self) -> bool {
         match &self.backend {
-            Backend::Memory(_) => false,
             #[cfg(feature = "redis")]
             Backend::Redis { cluster, .. } => *cluster,
+            _ => false,
+        }
+    }
+
+    /// The failure policy answering, when the primary store is down.
+    pub(crate) fn failure_policy(&self) -> Option<OnFailure> {
+        match &self.backend {
+            #[cfg(feature = "redis")]
+            Backend::Fallback { mode, .. } => Some(*mode),
+            _ => None,
+        }
+    }
+
+    /// The decision `want` as this store reports it: from its local
+    /// fallback when the primary store is down.
+    pub(crate) fn sourced(&self, want: Decision) -> Decision {
+        match self.failure_policy() {
+            Some(_) => want.with_source(Source::Fallback),
+            None => want,
         }
     }
 
@@ -68,6 +133,8 @@ impl Harness {
     pub(crate) fn keys(&self) -> Vec<(Vec<u8>, Option<i64>)> {
         match &self.backend {
             Backend::Memory(m) => vec![(Vec::new(), None); m.len()],
+            #[cfg(feature = "redis")]
+            Backend::Fallback { store, .. } => vec![(Vec::new(), None); store.fallback_keys()],
             #[cfg(feature = "redis")]
             Backend::Redis { prefix, nodes, .. } => {
                 let mut out = Vec::new();
@@ -179,7 +246,12 @@ pub(crate) async fn decisions_match_the_algorithms(h: &Harness, clock: &ManualCl
         let cost = rng.u64(..=policy.limit());
         let got = h.store.check(policy, key, cost).await.unwrap();
         let want = model.decide(policy, key, tollgate::Clock::now_micros(clock), cost, 0);
-        assert_eq!(got, want, "step {step}: {} cost {cost}", policy.name());
+        assert_eq!(
+            got,
+            h.sourced(want),
+            "step {step}: {} cost {cost}",
+            policy.name()
+        );
         allowed += got.allowed as u32;
     }
     assert!(
@@ -215,7 +287,7 @@ pub(crate) async fn reservations_match_the_algorithms(h: &Harness, clock: &Manua
         );
         assert_eq!(
             got,
-            want,
+            h.sourced(want),
             "step {step}: {} cost {cost} max_wait {max_wait}",
             policy.name()
         );
@@ -245,7 +317,7 @@ pub(crate) async fn a_late_request_keeps_the_bucket_until_it_is_full(
         let want = model.decide(&tb, b"k", at, cost, 0);
         assert_eq!(
             got,
-            want,
+            h.sourced(want),
             "cost {cost} at t0 {:+} µs",
             at as i64 - t0 as i64
         );
@@ -376,7 +448,13 @@ pub(crate) async fn bad_input_is_rejected_before_the_store(h: &Harness, _clock: 
     ];
     assert!(h.store.check_many(&batch, false).await.is_err());
     assert!(h.keys().is_empty(), "bad input wrote nothing");
-    assert_eq!(h.store.check(&fw, b"k", 0).await.unwrap().remaining, 5);
+    let peek = h.store.check(&fw, b"k", 0).await;
+    #[cfg(feature = "redis")]
+    if h.failure_policy() == Some(OnFailure::Deny) {
+        assert_eq!(peek, Err(Error::StoreUnavailable), "good input, store down");
+        return;
+    }
+    assert_eq!(peek.unwrap().remaining, 5);
 }
 
 pub(crate) async fn leases_are_limited_released_and_expire(h: &Harness, clock: &ManualClock) {
@@ -421,7 +499,12 @@ pub(crate) async fn reset_forgets_a_key(h: &Harness, _clock: &ManualClock) {
                 .allowed
         );
         assert!(!h.store.check(&policy, b"r", 1).await.unwrap().allowed);
-        h.store.reset(&policy, b"r").await.unwrap();
+        match h.store.reset(&policy, b"r").await {
+            Ok(()) => assert!(h.failure_policy().is_none()),
+            // The store could not forget the key; the local fallback has.
+            Err(Error::StoreUnavailable) => assert!(h.failure_policy().is_some()),
+            Err(e) => panic!("reset: {e}"),
+        }
         assert!(
             h.store.check(&policy, b"r", 1).await.unwrap().allowed,
             "{}",
@@ -488,4 +571,69 @@ pub(crate) async fn non_atomic_batches_decide_each(h: &Harness, _clock: &ManualC
     assert!(first.iter().all(|d| d.allowed));
     let second = h.store.check_many(&batch, false).await.unwrap();
     assert!(!second[0].allowed && second[1].allowed, "{second:?}");
+}
+
+/// With its primary store down, a resilient store answers every valid
+/// operation by its failure policy: `local` from its local limiter,
+/// `allow` admitted, `deny` refused with `store_unavailable` (never a fake
+/// denial); each answer marked as the fallback's.
+#[cfg(feature = "redis")]
+pub(crate) async fn the_failure_policy_answers_every_operation(h: &Harness, _clock: &ManualClock) {
+    let mode = h
+        .failure_policy()
+        .expect("a harness whose primary store is down");
+    let fw = Policy::fixed_window("fp-fw", 2, secs(60)).unwrap();
+    let tb = Policy::token_bucket("fp-tb", 1, secs(60), 2).unwrap();
+    let cc = Policy::concurrency("fp-cc", 1, secs(60)).unwrap();
+    let batch = [
+        Request {
+            policy: &fw,
+            key: b"b",
+            cost: 1,
+        },
+        Request {
+            policy: &tb,
+            key: b"b",
+            cost: 1,
+        },
+    ];
+    for round in 0..3 {
+        let check = h.store.check(&fw, b"k", 1).await;
+        let reserve = h.store.reserve(&tb, b"k", 1, Duration::ZERO).await;
+        let many = h.store.check_many(&batch, true).await;
+        let lease = h.store.acquire_lease(&cc, b"k").await;
+        match mode {
+            OnFailure::Deny => {
+                for r in [check, reserve] {
+                    assert_eq!(r, Err(Error::StoreUnavailable));
+                }
+                assert_eq!(many, Err(Error::StoreUnavailable));
+                assert_eq!(lease, Err(Error::StoreUnavailable));
+            }
+            OnFailure::Allow => {
+                for d in [check.unwrap(), reserve.unwrap()]
+                    .into_iter()
+                    .chain(many.unwrap())
+                    .chain([lease.unwrap().decision])
+                {
+                    assert!(d.allowed, "round {round}: {d:?}");
+                    assert_eq!(d.source, Source::Fallback);
+                }
+            }
+            _ => {
+                // The local limiter: two of each, then denials.
+                let within = round < 2;
+                let lease = lease.unwrap();
+                for d in [check.unwrap(), reserve.unwrap()]
+                    .into_iter()
+                    .chain(many.unwrap())
+                {
+                    assert_eq!(d.allowed, within, "round {round}: {d:?}");
+                    assert_eq!(d.source, Source::Fallback);
+                }
+                assert_eq!(lease.decision.allowed, round == 0, "one lease");
+                assert_eq!(lease.decision.source, Source::Fallback);
+            }
+        }
+    }
 }

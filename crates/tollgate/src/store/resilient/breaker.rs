@@ -58,11 +58,12 @@ impl Breaker {
         }
     }
 
-    /// Counts a failure; true for the one call that opened the breaker, so
-    /// that the switch is logged and probed once.
-    pub(crate) fn failure(&self) -> bool {
+    /// Counts a failure; one that waiting does not mend (not `transient`)
+    /// opens the breaker at once. True for the one call that opened the
+    /// breaker, so that the switch is logged and probed once.
+    pub(crate) fn failure(&self, transient: bool) -> bool {
         let n = self.failures.fetch_add(1, Ordering::Relaxed) + 1;
-        n >= self.threshold && !self.open.swap(true, Ordering::AcqRel)
+        (n >= self.threshold || !transient) && !self.open.swap(true, Ordering::AcqRel)
     }
 
     pub(crate) fn close(&self) {
@@ -78,15 +79,23 @@ mod tests {
     #[test]
     fn opens_once_after_the_threshold_and_closes() {
         let b = Breaker::new(3);
-        assert!(!b.failure());
+        assert!(!b.failure(true));
         b.success();
-        assert!(!b.failure() && !b.failure());
+        assert!(!b.failure(true) && !b.failure(true));
         assert_eq!(b.state(), BreakerState::Closed);
-        assert!(b.failure(), "the third consecutive failure opens it");
-        assert!(!b.failure(), "only one caller sees the switch");
+        assert!(b.failure(true), "the third consecutive failure opens it");
+        assert!(!b.failure(true), "only one caller sees the switch");
         assert_eq!(b.state(), BreakerState::Open);
         b.close();
         assert_eq!(b.state(), BreakerState::Closed);
-        assert!(!b.failure());
+        assert!(!b.failure(true));
+    }
+
+    #[test]
+    fn a_failure_waiting_does_not_mend_opens_at_once() {
+        let b = Breaker::new(3);
+        assert!(b.failure(false), "a permission refused opens it");
+        assert_eq!(b.state(), BreakerState::Open);
+        assert!(!b.failure(false), "once");
     }
 }

@@ -1,0 +1,70 @@
+//! The checks every store makes before it touches state, written once.
+//!
+//! Each [`Store`](super::Store) operation starts with the function of the
+//! same name here, whichever store answers: memory, Redis, or the
+//! resilient store (before its failure policy, so a request that every
+//! store refuses is refused while the primary store is down too). The order
+//! is the same everywhere: the key, then the operation against the
+//! algorithm, then the cost.
+
+use std::time::Duration;
+
+use super::Request;
+use super::composite::KeyRef;
+use crate::algorithm::Concurrency;
+use crate::{Policy, Result, validate_key};
+
+/// A check (or a peek) of `cost`: not on a concurrency policy, which only
+/// takes leases.
+#[inline]
+pub(crate) fn check(policy: &Policy, key: &[u8], cost: u64) -> Result<()> {
+    validate_key(key)?;
+    policy.require_rate("check")?;
+    policy.validate_cost(cost)
+}
+
+/// A reservation: token buckets and GCRA only, and a `max_wait` kept
+/// exact. Returns `max_wait` in microseconds.
+#[inline]
+pub(crate) fn reserve(policy: &Policy, key: &[u8], cost: u64, max_wait: Duration) -> Result<u64> {
+    validate_key(key)?;
+    policy.validate_reservation(cost, max_wait)
+}
+
+/// Taking or giving back a lease (`operation` names which): concurrency
+/// policies only. Returns their parameters.
+#[inline]
+pub(crate) fn lease<'p>(
+    policy: &'p Policy,
+    key: &[u8],
+    operation: &'static str,
+) -> Result<&'p Concurrency> {
+    validate_key(key)?;
+    policy.require_concurrency(operation)
+}
+
+/// A batch: every request as a check; in an atomic batch, no (policy, key)
+/// pair twice.
+pub(crate) fn check_many(requests: &[Request<'_>], atomic: bool) -> Result<()> {
+    for r in requests {
+        validate_key(r.key)?;
+        r.policy.require_rate("check_many")?;
+        r.policy.validate_cost(r.cost)?;
+    }
+    if atomic {
+        let keys: Vec<KeyRef<'_>> = requests
+            .iter()
+            .map(|r| KeyRef::new(r.policy, r.key))
+            .collect();
+        if let Some(i) = (1..keys.len()).find(|&i| keys[..i].contains(&keys[i])) {
+            return Err(super::duplicate_in_batch(requests[i].policy));
+        }
+    }
+    Ok(())
+}
+
+/// A reset: any policy, a valid key.
+#[inline]
+pub(crate) fn reset(key: &[u8]) -> Result<()> {
+    validate_key(key)
+}
