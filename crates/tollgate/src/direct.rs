@@ -50,6 +50,7 @@ use crate::{Decision, Policy, Result};
 /// assert!(limiter.check(1)?.allowed);
 /// # Ok::<(), tollgate::Error>(())
 /// ```
+#[doc = include_str!("docs/direct.md")]
 #[derive(Debug)]
 pub struct DirectLimiter<C: Clock = MonotonicClock> {
     policy: Policy,

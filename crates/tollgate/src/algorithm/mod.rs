@@ -1,12 +1,4 @@
-//! The algorithms: pure functions from (state, now, cost, parameters) to a
-//! [`Decision`] and the new state. No I/O, no clock, no
-//! floating point: time is integer microseconds since the Unix epoch and
-//! every quantity is an exact integer.
-//!
-//! Each algorithm's default state is the fresh one (empty window, full
-//! bucket), and each `decide` changes the state only as far as the decision
-//! says (a denied request consumes nothing). The stores move these states;
-//! the Redis scripts do the same arithmetic and are tested against this code.
+#![doc = include_str!("../docs/algorithms.md")]
 
 mod concurrency;
 mod fixed_window;

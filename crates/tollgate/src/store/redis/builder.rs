@@ -34,8 +34,8 @@ impl RedisStoreBuilder {
     /// Whether a token bucket, GCRA or leaky bucket on the server's clock
     /// whose interval is whole ms keeps its theoretical arrival time as
     /// its key's expiry (default `true`; see `lua/bucket_server.lua`):
-    /// about 60% of the server's work of the form that reads `TIME`, at
-    /// the server clock's ms resolution. `false` keeps that other form,
+    /// less work for the server than the form that reads `TIME` (measured
+    /// in `benches/README.md`), at the server clock's ms resolution. `false` keeps that other form,
     /// exact to the µs, under the keys tollgate used for every bucket
     /// before this form existed: for a rolling upgrade from such a version
     /// (switch it on once no old instance shares the limits; the two forms

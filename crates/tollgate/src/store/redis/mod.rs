@@ -1,32 +1,16 @@
-//! The Redis store: every decision is one atomic Lua script on the key's
-//! own Redis key, on a standalone server or a Redis Cluster.
-//!
-//! ```no_run
-//! use std::time::Duration;
-//! use tollgate::{Policy, Store};
-//! use tollgate::store::redis::RedisStore;
-//!
-//! # async fn run() -> tollgate::Result<()> {
-//! let store = RedisStore::connect("redis://127.0.0.1:6379/").await?;
-//! let books = Policy::fixed_window("books", 120, Duration::from_secs(60))?;
-//! let decision = store.check(&books, b"user-42", 1).await?;
-//! println!("allowed: {}, remaining: {}", decision.allowed, decision.remaining);
-//! # Ok(()) }
-//! ```
-//!
-//! See [`keys`] for the key layout and `lua/` for the scripts' contracts.
-//!
-//! The files here, one concept each: `builder.rs` (configure and connect),
-//! `clock.rs` (the time source, our estimate of the server's clock and the
-//! deadlines), `form.rs` (how a policy's state is kept: its algorithm's
-//! script or a server-clock form), `algorithm.rs` (each algorithm as its
-//! script takes it: key tag, script, numbers; adding an algorithm touches
-//! it and its Lua), `server_window.rs` / `server_bucket.rs` (the two
-//! server-clock forms), `pack.rs` (numbers to and from the scripts),
-//! `reply.rs` (running a script and reading its reply), `decide.rs` (one
-//! decision), `lease.rs`, `batch.rs` (atomic batches), `store.rs` (the
-//! [`Store`](super::Store) impl), `scripts.rs` (the scripts and NOSCRIPT),
-//! `coalesce.rs` (pipelining busy callers), `connection.rs`, `error.rs`.
+#![doc = include_str!("../../docs/redis.md")]
+
+// The files here, one concept each: `builder.rs` (configure and connect),
+// `clock.rs` (the time source, our estimate of the server's clock and the
+// deadlines), `form.rs` (how a policy's state is kept: its algorithm's
+// script or a server-clock form), `algorithm.rs` (each algorithm as its
+// script takes it: key tag, script, numbers; adding an algorithm touches
+// it and its Lua), `server_window.rs` / `server_bucket.rs` (the two
+// server-clock forms), `pack.rs` (numbers to and from the scripts),
+// `reply.rs` (running a script and reading its reply), `decide.rs` (one
+// decision), `lease.rs`, `batch.rs` (atomic batches), `store.rs` (the
+// [`Store`](super::Store) impl), `scripts.rs` (the scripts and NOSCRIPT),
+// `coalesce.rs` (pipelining busy callers), `connection.rs`, `error.rs`.
 
 mod algorithm;
 mod batch;

@@ -1,4 +1,4 @@
-#![doc = include_str!("resilient.md")]
+#![doc = include_str!("../../docs/resilient.md")]
 
 mod attempt;
 mod breaker;
