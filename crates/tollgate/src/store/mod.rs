@@ -11,7 +11,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use crate::algorithm::LeaseId;
-use crate::{Decision, Error, Policy, Result};
+use crate::{Decision, Policy, Result};
 
 pub(crate) use self::memory::key as composite;
 pub mod memory;
@@ -97,18 +97,6 @@ pub trait Store: Debug + Send + Sync {
 
     /// Forgets everything about `key` under `policy`.
     fn reset<'a>(&'a self, policy: &'a Policy, key: &'a [u8]) -> BoxFuture<'a, Result<()>>;
-}
-
-/// The error for a (policy, key) pair named twice in one atomic batch: both
-/// stores refuse it, so that "all or nothing" means the same everywhere.
-pub(crate) fn duplicate_in_batch(policy: &Policy) -> Error {
-    Error::argument(
-        "checks",
-        format!(
-            "policy `{}` and the same key appear twice in one atomic batch",
-            policy.name()
-        ),
-    )
 }
 
 /// Waits for a reservation: reserves `cost` with a wait of at most

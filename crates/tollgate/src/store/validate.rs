@@ -12,7 +12,7 @@ use std::time::Duration;
 use super::Request;
 use super::composite::KeyRef;
 use crate::algorithm::Concurrency;
-use crate::{Policy, Result, validate_key};
+use crate::{Error, Policy, Result, validate_key};
 
 /// A check (or a peek) of `cost`: not on a concurrency policy, which only
 /// takes leases.
@@ -57,7 +57,13 @@ pub(crate) fn check_many(requests: &[Request<'_>], atomic: bool) -> Result<()> {
             .map(|r| KeyRef::new(r.policy, r.key))
             .collect();
         if let Some(i) = (1..keys.len()).find(|&i| keys[..i].contains(&keys[i])) {
-            return Err(super::duplicate_in_batch(requests[i].policy));
+            return Err(Error::argument(
+                "checks",
+                format!(
+                    "policy `{}` and the same key appear twice in one atomic batch",
+                    requests[i].policy.name()
+                ),
+            ));
         }
     }
     Ok(())

@@ -9,17 +9,13 @@ use super::{MemoryStore, ShardMap, shard_of};
 use crate::algorithm::State;
 use crate::clock::Clock;
 use crate::decision::Verdict;
-use crate::store::{Request, duplicate_in_batch};
-use crate::{Decision, Result, validate_key};
+use crate::store::{Request, validate};
+use crate::{Decision, Result};
 
 impl<C: Clock> MemoryStore<C> {
     /// [`Store::check_many`] without an executor.
     pub fn check_many_sync(&self, requests: &[Request<'_>], atomic: bool) -> Result<Vec<Decision>> {
-        for r in requests {
-            validate_key(r.key)?;
-            r.policy.require_rate("check_many")?;
-            r.policy.validate_cost(r.cost)?;
-        }
+        validate::check_many(requests, atomic)?;
         if !atomic {
             return Ok(requests
                 .iter()
@@ -41,9 +37,6 @@ impl<C: Clock> MemoryStore<C> {
             .iter()
             .map(|r| KeyRef::new(r.policy, r.key))
             .collect();
-        if let Some(i) = (1..keys.len()).find(|&i| keys[..i].contains(&keys[i])) {
-            return Err(duplicate_in_batch(requests[i].policy));
-        }
         let hashes: Vec<u64> = keys.iter().map(|k| self.hash(k)).collect();
         let mut shard_ids: Vec<usize> = hashes.iter().map(|&h| shard_of(h)).collect();
         shard_ids.sort_unstable();

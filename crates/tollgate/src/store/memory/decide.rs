@@ -8,8 +8,8 @@ use super::{MemoryStore, shard_of};
 use crate::algorithm::{Algorithm, LeaseId, State};
 use crate::clock::Clock;
 use crate::decision::Verdict;
-use crate::store::Lease;
-use crate::{Decision, Policy, Result, validate_key};
+use crate::store::{Lease, validate};
+use crate::{Decision, Policy, Result};
 
 use super::key::KeyRef;
 
@@ -26,9 +26,7 @@ impl<C: Clock> MemoryStore<C> {
     /// waits, so this is what [`Store::check`] does.
     #[inline]
     pub fn check_sync(&self, policy: &Policy, key: &[u8], cost: u64) -> Result<Decision> {
-        validate_key(key)?;
-        policy.require_rate("check")?;
-        policy.validate_cost(cost)?;
+        validate::check(policy, key, cost)?;
         Ok(self
             .apply(policy, key, Op::Check { cost, max_wait: 0 })
             .0
@@ -43,8 +41,7 @@ impl<C: Clock> MemoryStore<C> {
         cost: u64,
         max_wait: Duration,
     ) -> Result<Decision> {
-        validate_key(key)?;
-        let max_wait = policy.validate_reservation(cost, max_wait)?;
+        let max_wait = validate::reserve(policy, key, cost, max_wait)?;
         Ok(self
             .apply(policy, key, Op::Check { cost, max_wait })
             .0
@@ -53,8 +50,7 @@ impl<C: Clock> MemoryStore<C> {
 
     /// [`Store::acquire_lease`] without an executor.
     pub fn acquire_lease_sync(&self, policy: &Policy, key: &[u8]) -> Result<Lease> {
-        validate_key(key)?;
-        policy.require_concurrency("acquire_lease")?;
+        validate::lease(policy, key, "acquire_lease")?;
         let id = LeaseId::random();
         let (verdict, _) = self.apply(policy, key, Op::Acquire(id));
         Ok(Lease {
@@ -65,14 +61,13 @@ impl<C: Clock> MemoryStore<C> {
 
     /// [`Store::release_lease`] without an executor.
     pub fn release_lease_sync(&self, policy: &Policy, key: &[u8], lease: LeaseId) -> Result<bool> {
-        validate_key(key)?;
-        policy.require_concurrency("release_lease")?;
+        validate::lease(policy, key, "release_lease")?;
         Ok(self.apply(policy, key, Op::Release(lease)).1)
     }
 
     /// Forgets `key` under `policy`.
     pub fn reset_sync(&self, policy: &Policy, key: &[u8]) -> Result<()> {
-        validate_key(key)?;
+        validate::reset(key)?;
         let k = KeyRef::new(policy, key);
         let hash = self.hash(&k);
         let mut map = self.inner.shards[shard_of(hash)].0.lock();

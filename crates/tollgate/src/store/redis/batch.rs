@@ -6,11 +6,12 @@ use super::form::Form;
 use super::pack::{Arg, pack};
 use super::reply::decision;
 use super::{RedisStore, keys};
-use crate::store::{Request, duplicate_in_batch};
+use crate::store::Request;
 use crate::{Decision, Error, Result};
 
 impl RedisStore {
-    /// Decides `requests` (validated, at least one) all or nothing.
+    /// Decides `requests` (validated, no pair twice, at least one) all or
+    /// nothing.
     pub(super) async fn batch(&self, requests: &[Request<'_>]) -> Result<Vec<Decision>> {
         let forms: Vec<Form> = requests.iter().map(|r| self.form(r.policy)).collect();
         let keys: Vec<Vec<u8>> = requests
@@ -18,11 +19,6 @@ impl RedisStore {
             .zip(&forms)
             .map(|(r, form)| self.key_in_form(r.policy, r.key, form))
             .collect();
-        for (i, k) in keys.iter().enumerate() {
-            if keys[..i].contains(k) {
-                return Err(duplicate_in_batch(requests[i].policy));
-            }
-        }
         if self.is_cluster() {
             let first = keys::slot(&keys[0]);
             if keys.iter().any(|k| keys::slot(k) != first) {

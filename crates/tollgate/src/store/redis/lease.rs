@@ -6,7 +6,8 @@ use super::algorithm;
 use super::pack::{Arg, pack};
 use super::reply::decision;
 use crate::algorithm::LeaseId;
-use crate::{Decision, Policy, Result, validate_key};
+use crate::store::validate;
+use crate::{Decision, Policy, Result};
 
 /// What to do with a lease.
 #[derive(Debug, Clone, Copy)]
@@ -43,9 +44,7 @@ impl RedisStore {
         op: LeaseOp,
         id: LeaseId,
     ) -> Result<(Decision, bool)> {
-        // The same order of checks as every store: key, operation, cost.
-        validate_key(key)?;
-        policy.require_concurrency(op.method())?;
+        validate::lease(policy, key, op.method())?;
         let redis_key = self.key_of(policy, key);
         let id = id.to_string();
         let [time, deadline] = self.time_args()?;

@@ -6,16 +6,9 @@ use super::RedisStore;
 use super::error::store_error;
 use super::lease::LeaseOp;
 use crate::algorithm::LeaseId;
+use crate::store::validate;
 use crate::store::{BoxFuture, Lease, Request, Store};
-use crate::{Decision, Policy, Result, validate_key};
-
-impl RedisStore {
-    fn validate(policy: &Policy, key: &[u8], cost: u64) -> Result<()> {
-        validate_key(key)?;
-        policy.require_rate("check")?;
-        policy.validate_cost(cost)
-    }
-}
+use crate::{Decision, Policy, Result};
 
 impl Store for RedisStore {
     fn check<'a>(
@@ -25,7 +18,7 @@ impl Store for RedisStore {
         cost: u64,
     ) -> BoxFuture<'a, Result<Decision>> {
         Box::pin(async move {
-            RedisStore::validate(policy, key, cost)?;
+            validate::check(policy, key, cost)?;
             self.decide(policy, key, cost, 0).await
         })
     }
@@ -38,8 +31,7 @@ impl Store for RedisStore {
         max_wait: Duration,
     ) -> BoxFuture<'a, Result<Decision>> {
         Box::pin(async move {
-            validate_key(key)?;
-            let max_wait = policy.validate_reservation(cost, max_wait)?;
+            let max_wait = validate::reserve(policy, key, cost, max_wait)?;
             self.decide(policy, key, cost, max_wait).await
         })
     }
@@ -50,9 +42,7 @@ impl Store for RedisStore {
         atomic: bool,
     ) -> BoxFuture<'a, Result<Vec<Decision>>> {
         Box::pin(async move {
-            for r in requests {
-                RedisStore::validate(r.policy, r.key, r.cost)?;
-            }
+            validate::check_many(requests, atomic)?;
             if requests.is_empty() {
                 return Ok(Vec::new());
             }
@@ -98,7 +88,7 @@ impl Store for RedisStore {
 
     fn reset<'a>(&'a self, policy: &'a Policy, key: &'a [u8]) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            validate_key(key)?;
+            validate::reset(key)?;
             let mut cmd = redis::cmd("DEL");
             cmd.arg(self.key_of(policy, key));
             self.inner
