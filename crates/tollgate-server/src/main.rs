@@ -6,6 +6,7 @@ mod check;
 mod client;
 mod config;
 mod descriptor;
+mod erl;
 mod grpc;
 mod http;
 mod serve;

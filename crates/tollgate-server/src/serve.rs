@@ -39,6 +39,15 @@ pub(crate) struct ServeArgs {
     /// A bearer token every request but /healthz must carry.
     #[arg(long, env = "TOLLGATE_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// ERL mode: serve this envoyproxy/ratelimit YAML config (a file, or a
+    /// directory read recursively) with ERL's semantics, Redis keys,
+    /// endpoints and environment variables.
+    #[arg(long, env = "TOLLGATE_ENVOY_CONFIG")]
+    envoy_config: Option<PathBuf>,
+    /// ERL mode with the config where ERL's `RUNTIME_ROOT`,
+    /// `RUNTIME_SUBDIRECTORY` and `RUNTIME_APPDIRECTORY` say.
+    #[arg(long)]
+    erl: bool,
 }
 
 fn load(args: &ServeArgs) -> Result<(PolicySet, Option<PathBuf>), Vec<config::ConfigError>> {
@@ -61,6 +70,14 @@ pub(crate) fn run(args: ServeArgs) -> i32 {
         )
         .with_writer(std::io::stderr)
         .init();
+    if args.erl || args.envoy_config.is_some() {
+        return crate::erl::serve::run(crate::erl::serve::Flags {
+            envoy_config: args.envoy_config,
+            listen: args.listen,
+            grpc_listen: args.grpc_listen,
+            redis: args.redis,
+        });
+    }
     let (mut config, path) = match load(&args) {
         Ok(loaded) => loaded,
         Err(errors) => {
@@ -223,6 +240,11 @@ async fn serve(
         },
         None => Ok(()),
     };
+    finish(http, grpc)
+}
+
+/// The exit code once the HTTP and gRPC servers have stopped.
+pub(crate) fn finish(http: std::io::Result<()>, grpc: Result<(), String>) -> i32 {
     match (http, grpc) {
         (Ok(()), Ok(())) => {
             eprintln!("stopped");
@@ -240,7 +262,7 @@ async fn serve(
 }
 
 /// SIGTERM or SIGINT: stop accepting, finish what is in flight.
-async fn shutdown() {
+pub(crate) async fn shutdown() {
     let (Ok(mut term), Ok(mut int)) = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),

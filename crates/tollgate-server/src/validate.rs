@@ -1,27 +1,56 @@
-//! `tollgate validate`: checks a config file.
+//! `tollgate validate`: checks a config file, or an ERL (envoyproxy/
+//! ratelimit) YAML config.
 
 use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::config;
+use crate::{config, erl};
 
 /// Arguments of `tollgate validate`.
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).multiple(true).args(["config", "envoy_config"])))]
 pub(crate) struct ValidateArgs {
     /// The config file.
     #[arg(long)]
-    config: PathBuf,
+    config: Option<PathBuf>,
+    /// An ERL YAML config: one file, or a directory whose `*.yaml` and
+    /// `*.yml` files are read recursively (names starting with `.`
+    /// skipped).
+    #[arg(long)]
+    envoy_config: Option<PathBuf>,
+    /// Accept tollgate's extension keys in the ERL config
+    /// (`rate_limit: {tollgate_policy: NAME}`, a policy of `--config`).
+    #[arg(long, requires = "config")]
+    erl_extensions: bool,
 }
 
-/// Exit 0 when the file is valid; else every error with its line, exit 2.
+/// Exit 0 when valid; else every error with its file and line, exit 2.
 pub(crate) fn run(args: ValidateArgs) -> i32 {
-    match config::load(&args.config) {
-        Ok(set) => {
+    let set = match args.config.as_deref().map(config::load).transpose() {
+        Ok(set) => set,
+        Err(errors) => {
+            for e in errors {
+                eprintln!("error: {e}");
+            }
+            return 2;
+        }
+    };
+    if let (Some(path), Some(set)) = (&args.config, &set) {
+        println!("{}: {} policies, valid", path.display(), set.policies.len());
+    }
+    let Some(path) = &args.envoy_config else {
+        return 0;
+    };
+    let known = |name: &str| set.as_ref().is_some_and(|s| s.get(name).is_some());
+    let policies: Option<&dyn Fn(&str) -> bool> = args.erl_extensions.then_some(&known);
+    match erl::load(path, true, policies) {
+        Ok(erl) => {
             println!(
-                "{}: {} policies, valid",
-                args.config.display(),
-                set.policies.len()
+                "{}: ERL config, {} domains, {} rules, valid",
+                path.display(),
+                erl.domains().len(),
+                erl.rules().len()
             );
             0
         }

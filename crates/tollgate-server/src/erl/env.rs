@@ -1,0 +1,334 @@
+//! ERL's environment (`src/settings/settings.go`), read by `tollgate serve`
+//! in ERL mode so that switching is an image change.
+//!
+//! Honoured: `REDIS_URL`, `REDIS_SOCKET_TYPE` (tcp, unix), `REDIS_TYPE`
+//! (single, cluster), `REDIS_AUTH` (`password` or `user:password`),
+//! `REDIS_TLS`, `REDIS_TLS_SKIP_HOSTNAME_VERIFICATION`, `HOST`, `PORT`,
+//! `GRPC_HOST`, `GRPC_PORT`, `RUNTIME_ROOT`, `RUNTIME_SUBDIRECTORY`,
+//! `RUNTIME_APPDIRECTORY`, `RUNTIME_IGNOREDOTFILES`, `CACHE_KEY_PREFIX`,
+//! `SHADOW_MODE`, `QUOTA_MODE`, `LIMIT_RESPONSE_HEADERS_ENABLED`,
+//! `LIMIT_LIMIT_HEADER`, `LIMIT_REMAINING_HEADER`, `LIMIT_RESET_HEADER`,
+//! `EXPIRATION_JITTER_MAX_SECONDS`, `NEAR_LIMIT_RATIO`, `BACKEND_TYPE`
+//! (redis).
+//!
+//! Refused (the service does not start) when set to what would change
+//! behaviour tollgate does not have: see [`REFUSED`]. Everything else ERL
+//! reads (log, stats sink, pool and pipeline tuning) is about ERL's own
+//! process and is ignored.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+use super::service::{HeaderNames, Settings};
+
+/// Variables refused when set to a value that turns on what tollgate's ERL
+/// mode does not do, with that value's test and why.
+pub(crate) const REFUSED: &[Refused] = &[
+    (
+        "BACKEND_TYPE",
+        |v| !v.eq_ignore_ascii_case("redis"),
+        "only the redis backend is supported",
+    ),
+    (
+        "REDIS_TYPE",
+        |v| v.eq_ignore_ascii_case("sentinel"),
+        "Redis Sentinel is not supported in ERL mode",
+    ),
+    (
+        "REDIS_PERSECOND",
+        is_true,
+        "a second Redis for per-second limits is not supported",
+    ),
+    (
+        "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT",
+        is_true,
+        "ERL mode always counts every call",
+    ),
+    (
+        "MERGE_DOMAIN_CONFIG",
+        is_true,
+        "a domain in two files is an error",
+    ),
+    (
+        "RESPONSE_DYNAMIC_METADATA",
+        is_true,
+        "dynamic metadata is not returned",
+    ),
+    (
+        "CONFIG_TYPE",
+        |v| !v.eq_ignore_ascii_case("FILE"),
+        "only file configs are supported",
+    ),
+    (
+        "GRPC_SERVER_USE_TLS",
+        is_true,
+        "TLS on the gRPC server is not supported",
+    ),
+    (
+        "LOCAL_CACHE_SIZE_IN_BYTES",
+        |v| v != "0",
+        "the local over-limit cache is not supported",
+    ),
+];
+
+/// A variable's name, the test of a value it is refused with, and why.
+pub(crate) type Refused = (&'static str, fn(&str) -> bool, &'static str);
+
+fn is_true(v: &str) -> bool {
+    // Go's strconv.ParseBool spellings of true
+    matches!(v, "1" | "t" | "T" | "TRUE" | "true" | "True")
+}
+
+/// What ERL's environment asks for.
+#[derive(Debug, Clone)]
+pub(crate) struct ErlEnv {
+    pub(crate) settings: Settings,
+    /// Redis URLs (one, or a cluster's seeds); empty when `REDIS_URL` is unset.
+    pub(crate) redis_urls: Vec<String>,
+    pub(crate) http: SocketAddr,
+    pub(crate) grpc: SocketAddr,
+    /// `RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY`, when
+    /// `RUNTIME_ROOT` is set.
+    pub(crate) config_dir: Option<PathBuf>,
+    /// Skip names starting with `.` (the default; `RUNTIME_IGNOREDOTFILES=false` loads them).
+    pub(crate) ignore_dotfiles: bool,
+}
+
+/// Reads the variables; every error found is returned.
+pub(crate) fn read(
+    vars: impl IntoIterator<Item = (String, String)>,
+) -> Result<ErlEnv, Vec<String>> {
+    let vars: HashMap<String, String> = vars.into_iter().collect();
+    let get = |name: &str| vars.get(name).map(String::as_str);
+    let mut errors = Vec::new();
+    for (name, refused, why) in REFUSED {
+        if let Some(v) = get(name).filter(|v| refused(v)) {
+            errors.push(format!(
+                "{name}={v}: {why}; tollgate will not start with it"
+            ));
+        }
+    }
+    let mut flag = |name: &str, default: bool| match get(name) {
+        None | Some("") => default,
+        Some(v) if is_true(v) => true,
+        Some("0" | "f" | "F" | "FALSE" | "false" | "False") => false,
+        Some(v) => {
+            errors.push(format!("{name}={v}: not a boolean"));
+            default
+        }
+    };
+    let global_shadow = flag("SHADOW_MODE", false);
+    let global_quota = flag("QUOTA_MODE", false);
+    let headers_on = flag("LIMIT_RESPONSE_HEADERS_ENABLED", false);
+    let tls = flag("REDIS_TLS", false);
+    let insecure = flag("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", false);
+    let ignore_dotfiles = flag("RUNTIME_IGNOREDOTFILES", true);
+    let parse = |name: &str, default: &str| -> String {
+        get(name)
+            .filter(|v| !v.is_empty())
+            .unwrap_or(default)
+            .to_string()
+    };
+    let headers = headers_on.then(|| {
+        let d = HeaderNames::default();
+        HeaderNames {
+            limit: parse("LIMIT_LIMIT_HEADER", &d.limit),
+            remaining: parse("LIMIT_REMAINING_HEADER", &d.remaining),
+            reset: parse("LIMIT_RESET_HEADER", &d.reset),
+        }
+    });
+    let prefix = parse("CACHE_KEY_PREFIX", "");
+    let jitter = parse("EXPIRATION_JITTER_MAX_SECONDS", "300");
+    let ratio = parse("NEAR_LIMIT_RATIO", "0.8");
+    let host = parse("HOST", "0.0.0.0");
+    let port = parse("PORT", "8080");
+    let grpc_host = parse("GRPC_HOST", "0.0.0.0");
+    let grpc_port = parse("GRPC_PORT", "8081");
+    let socket = parse("REDIS_SOCKET_TYPE", "tcp");
+    let redis_type = parse("REDIS_TYPE", "single");
+    let jitter_max_seconds = jitter.parse().unwrap_or_else(|_| {
+        errors.push(format!(
+            "EXPIRATION_JITTER_MAX_SECONDS={jitter}: not a whole number of seconds"
+        ));
+        0
+    });
+    let near_limit_ratio = ratio
+        .parse::<f32>()
+        .ok()
+        .filter(|r| (0.0..=1.0).contains(r))
+        .unwrap_or_else(|| {
+            errors.push(format!("NEAR_LIMIT_RATIO={ratio}: not a ratio from 0 to 1"));
+            0.8
+        });
+    let mut addr = |host_var: &str, host: &str, port_var: &str, port: &str| match (
+        host.parse::<IpAddr>(),
+        port.parse::<u16>(),
+    ) {
+        (Ok(ip), Ok(port)) => SocketAddr::new(ip, port),
+        (Err(_), _) => {
+            errors.push(format!("{host_var}={host}: not an IP address"));
+            SocketAddr::from(([0, 0, 0, 0], 0))
+        }
+        (_, Err(_)) => {
+            errors.push(format!("{port_var}={port}: not a port"));
+            SocketAddr::from(([0, 0, 0, 0], 0))
+        }
+    };
+    let http = addr("HOST", &host, "PORT", &port);
+    let grpc = addr("GRPC_HOST", &grpc_host, "GRPC_PORT", &grpc_port);
+    let redis_urls = match get("REDIS_URL").filter(|v| !v.is_empty()) {
+        None => Vec::new(),
+        Some(url) => {
+            let auth = get("REDIS_AUTH").unwrap_or("");
+            let urls: Vec<String> =
+                match (socket.as_str(), redis_type.to_ascii_lowercase().as_str()) {
+                    ("unix", _) => vec![format!("redis+unix://{url}")],
+                    ("tcp", "single") => vec![redis_url(url, auth, tls, insecure)],
+                    ("tcp", "cluster") => url
+                        .split(',')
+                        .map(|u| redis_url(u.trim(), auth, tls, insecure))
+                        .collect(),
+                    ("tcp", other) => {
+                        errors.push(format!(
+                            "REDIS_TYPE={other}: not single, cluster or sentinel"
+                        ));
+                        Vec::new()
+                    }
+                    (other, _) => {
+                        errors.push(format!("REDIS_SOCKET_TYPE={other}: not tcp or unix"));
+                        Vec::new()
+                    }
+                };
+            urls
+        }
+    };
+    let config_dir = get("RUNTIME_ROOT").map(|root| {
+        let mut dir = PathBuf::from(root);
+        dir.push(get("RUNTIME_SUBDIRECTORY").unwrap_or(""));
+        dir.push(get("RUNTIME_APPDIRECTORY").unwrap_or("config"));
+        dir
+    });
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    Ok(ErlEnv {
+        settings: Settings {
+            prefix,
+            global_shadow,
+            global_quota,
+            headers,
+            jitter_max_seconds,
+            near_limit_ratio,
+        },
+        redis_urls,
+        http,
+        grpc,
+        config_dir,
+        ignore_dotfiles,
+    })
+}
+
+/// ERL's `host:port` (with `REDIS_AUTH` and `REDIS_TLS`) as a Redis URL.
+fn redis_url(host_port: &str, auth: &str, tls: bool, insecure: bool) -> String {
+    let scheme = if tls { "rediss" } else { "redis" };
+    let credentials = match auth.split_once(':') {
+        _ if auth.is_empty() => String::new(),
+        Some((user, password)) => format!("{}:{}@", encode(user), encode(password)),
+        None => format!(":{}@", encode(auth)),
+    };
+    let fragment = if tls && insecure { "#insecure" } else { "" };
+    format!("{scheme}://{credentials}{host_port}{fragment}")
+}
+
+/// Percent-encodes all but unreserved characters.
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(vars: &[(&str, &str)]) -> Result<ErlEnv, Vec<String>> {
+        read(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+    }
+
+    #[test]
+    fn defaults_are_erls() {
+        let e = env(&[]).unwrap();
+        assert_eq!(e.http, "0.0.0.0:8080".parse().unwrap());
+        assert_eq!(e.grpc, "0.0.0.0:8081".parse().unwrap());
+        assert!(e.redis_urls.is_empty() && e.config_dir.is_none() && e.ignore_dotfiles);
+        assert_eq!(e.settings.jitter_max_seconds, 300);
+        assert!(e.settings.headers.is_none() && !e.settings.global_shadow);
+    }
+
+    #[test]
+    fn honours_what_a_deployment_sets() {
+        let e = env(&[
+            ("REDIS_URL", "redis.ns:6379"),
+            ("REDIS_AUTH", "user:p@ss"),
+            ("REDIS_TLS", "true"),
+            ("PORT", "9080"),
+            ("GRPC_HOST", "127.0.0.1"),
+            ("RUNTIME_ROOT", "/data"),
+            ("RUNTIME_SUBDIRECTORY", "ratelimit"),
+            ("RUNTIME_IGNOREDOTFILES", "false"),
+            ("CACHE_KEY_PREFIX", "rl:"),
+            ("SHADOW_MODE", "1"),
+            ("QUOTA_MODE", "True"),
+            ("LIMIT_RESPONSE_HEADERS_ENABLED", "true"),
+            ("LIMIT_RESET_HEADER", "X-Reset"),
+        ])
+        .unwrap();
+        assert_eq!(e.redis_urls, ["rediss://user:p%40ss@redis.ns:6379"]);
+        assert_eq!(e.http.port(), 9080);
+        assert_eq!(e.grpc, "127.0.0.1:8081".parse().unwrap());
+        assert_eq!(e.config_dir, Some(PathBuf::from("/data/ratelimit/config")));
+        assert!(!e.ignore_dotfiles);
+        assert_eq!(e.settings.prefix, "rl:");
+        assert!(e.settings.global_shadow && e.settings.global_quota);
+        let h = e.settings.headers.unwrap();
+        assert_eq!(
+            (h.limit.as_str(), h.reset.as_str()),
+            ("RateLimit-Limit", "X-Reset")
+        );
+        let c = env(&[
+            ("REDIS_TYPE", "cluster"),
+            ("REDIS_URL", "a:1, b:2"),
+            ("REDIS_AUTH", "pw"),
+        ])
+        .unwrap();
+        assert_eq!(c.redis_urls, ["redis://:pw@a:1", "redis://:pw@b:2"]);
+    }
+
+    #[test]
+    fn refuses_what_it_cannot_honour() {
+        let errors = env(&[
+            ("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "true"),
+            ("REDIS_TYPE", "SENTINEL"),
+            ("SHADOW_MODE", "maybe"),
+            ("PORT", "http"),
+        ])
+        .unwrap_err();
+        assert_eq!(errors.len(), 4, "{errors:?}");
+        assert!(errors[0].starts_with("REDIS_TYPE=SENTINEL"), "{errors:?}");
+        // set to their harmless values, they are fine
+        assert!(
+            env(&[
+                ("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "false"),
+                ("CONFIG_TYPE", "FILE"),
+                ("LOCAL_CACHE_SIZE_IN_BYTES", "0")
+            ])
+            .is_ok()
+        );
+    }
+}

@@ -1,0 +1,44 @@
+//! ERL's stats as Prometheus counters, per domain and rule path (the
+//! config's `domain.key_value.key2`, so the label set is bounded by the
+//! config, never by request values): total hits, over limit, near limit
+//! (past `NEAR_LIMIT_RATIO` of the limit), within limit and shadow mode,
+//! counted in hits as ERL counts them (`src/limiter/base_limiter.go`).
+
+/// Records one counted descriptor whose window now holds `after`.
+pub(crate) fn record(
+    domain: &str,
+    path: &str,
+    limit: u32,
+    after: u64,
+    hits: u64,
+    shadow: bool,
+    near_ratio: f32,
+) {
+    let labels = [("domain", domain.to_string()), ("key", path.to_string())];
+    let limit = u64::from(limit);
+    let before = after.saturating_sub(hits);
+    let near = (f64::from(limit as f32 * near_ratio)).floor() as u64;
+    metrics::counter!("tollgate_erl_total_hits", &labels).increment(hits);
+    if after > limit {
+        let over = if before >= limit { hits } else { after - limit };
+        metrics::counter!("tollgate_erl_over_limit", &labels).increment(over);
+        if before < limit {
+            metrics::counter!("tollgate_erl_near_limit", &labels)
+                .increment(limit - near.max(before));
+        }
+        if shadow {
+            metrics::counter!("tollgate_erl_shadow_mode", &labels).increment(over);
+        }
+    } else {
+        metrics::counter!("tollgate_erl_within_limit", &labels).increment(hits);
+        if after > near {
+            let n = if before >= near { hits } else { after - near };
+            metrics::counter!("tollgate_erl_near_limit", &labels).increment(n);
+        }
+    }
+}
+
+/// A refused call answered `OK` by `SHADOW_MODE`.
+pub(crate) fn global_shadow() {
+    metrics::counter!("tollgate_erl_global_shadow_mode").increment(1);
+}

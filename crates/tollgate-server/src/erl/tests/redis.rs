@@ -1,0 +1,105 @@
+//! ERL and tollgate on one Redis: tollgate counts on ERL's keys with ERL's
+//! arithmetic, and a simulated ERL instance (plain `INCRBY`/`EXPIRE` from
+//! the test, as ERL's pipeline sends them) counts on the same keys.
+
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use tollgate_testkit::RedisServer;
+
+use crate::erl::files::parse;
+use crate::erl::redis::RedisCounter;
+use crate::erl::service::{Settings, should_rate_limit};
+
+const CONFIG: &str = "
+domain: api
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 10}
+  - key: path
+    value: /files/*
+    share_threshold: true
+    rate_limit: {unit: hour, requests_per_unit: 5}
+";
+
+fn request(key: &str, value: &str) -> RateLimitRequest {
+    RateLimitRequest {
+        domain: "api".to_string(),
+        descriptors: vec![RateLimitDescriptor {
+            entries: vec![Entry {
+                key: key.to_string(),
+                value: value.to_string(),
+            }],
+            ..Default::default()
+        }],
+        hits_addend: 0,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn erl_and_tollgate_count_together_on_erls_keys() {
+    let server = RedisServer::start();
+    let config = parse(&[("t.yaml".to_string(), CONFIG.to_string())], None).unwrap();
+    let settings = Settings {
+        prefix: "erl:".to_string(),
+        near_limit_ratio: 0.8,
+        ..Settings::default()
+    };
+    let counter = RedisCounter::connect(&[server.url()]).await.unwrap();
+    // The middle of a minute, so that the test stays in one window.
+    let now = {
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        wall - wall % 60 + 30
+    };
+    let window = now - now % 60;
+    let key = format!("erl:api_user_alice_{window}");
+
+    let r = request("user", "alice");
+    let resp = should_rate_limit(&config, &settings, &counter, now, &r)
+        .await
+        .unwrap();
+    assert_eq!(resp.statuses[0].limit_remaining, 9);
+    assert_eq!(server.cli(&["GET", &key]), "1");
+    let ttl: u64 = server.cli(&["TTL", &key]).parse().unwrap();
+    assert!((1..=60).contains(&ttl), "TTL {ttl}");
+
+    // ERL's pipeline for a call of 4 hits on the same key
+    assert_eq!(server.cli(&["INCRBY", &key, "4"]), "5");
+    server.cli(&["EXPIRE", &key, "60"]);
+    let resp = should_rate_limit(&config, &settings, &counter, now, &r)
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.statuses[0].limit_remaining, 4,
+        "tollgate sees ERL's hits"
+    );
+    assert_eq!(server.cli(&["GET", &key]), "6", "ERL sees tollgate's");
+
+    // over the limit: refused, and still counted, as ERL counts
+    server.cli(&["INCRBY", &key, "4"]);
+    let resp = should_rate_limit(&config, &settings, &counter, now, &r)
+        .await
+        .unwrap();
+    assert_eq!(resp.overall_code, Code::OverLimit as i32);
+    assert_eq!(server.cli(&["GET", &key]), "11");
+
+    // share_threshold: the pattern stands in the key for every value
+    let hour = now - now % 3600;
+    let shared = format!("erl:api_path_/files/*_{hour}");
+    server.cli(&["INCRBY", &shared, "5"]);
+    let resp = should_rate_limit(
+        &config,
+        &settings,
+        &counter,
+        now,
+        &request("path", "/files/x.pdf"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(resp.overall_code, Code::OverLimit as i32);
+    assert_eq!(server.cli(&["GET", &shared]), "6");
+}

@@ -1,0 +1,469 @@
+//! ERL mode run as a team switching from envoyproxy/ratelimit runs it: the
+//! binary with an ERL YAML directory and ERL's environment variables,
+//! spoken to over gRPC, `/json` and the health endpoints; reloads; a Redis
+//! shared with a (simulated) ERL instance.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use serde_json::{Value, json};
+use tollgate_testkit::RedisServer;
+
+const CONFIG: &str = "
+domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit:
+      unit: minute
+      requests_per_unit: 3
+  - key: path
+    value: /api/*
+    rate_limit:
+      unit: hour
+      requests_per_unit: 100
+";
+
+/// `tollgate serve` in ERL mode on free loopback ports; the config's path follows.
+const SERVE: &[&str] = &[
+    "serve",
+    "--listen",
+    "127.0.0.1:0",
+    "--grpc-listen",
+    "127.0.0.1:0",
+    "--envoy-config",
+];
+
+fn temp_dir() -> PathBuf {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "tollgate-erl-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn tollgate(args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tollgate"));
+    cmd.args(args).env_clear();
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+/// A running `tollgate serve` in ERL mode; killed when dropped.
+struct Service {
+    child: Child,
+    http: String,
+    grpc: String,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Service {
+    fn start(dir: &Path, env: &[(&str, &str)]) -> Service {
+        let mut child = tollgate(
+            &[
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--grpc-listen",
+                "127.0.0.1:0",
+                "--envoy-config",
+            ],
+            env,
+        )
+        .arg(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            while err.read_line(&mut line).is_ok_and(|n| n > 0) {
+                sink.lock().unwrap().push_str(&line);
+                line.clear();
+            }
+        });
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let (mut http, mut grpc) = (String::new(), String::new());
+        out.read_line(&mut http).unwrap();
+        out.read_line(&mut grpc).unwrap();
+        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+        let http = http
+            .trim()
+            .strip_prefix("tollgate listening on http://")
+            .unwrap_or_else(|| {
+                panic!(
+                    "unexpected first line {http:?}; stderr: {}",
+                    stderr.lock().unwrap()
+                )
+            })
+            .to_string();
+        let grpc = grpc.trim().rsplit(' ').next().unwrap().to_string();
+        Service {
+            child,
+            http,
+            grpc,
+            stderr,
+        }
+    }
+
+    /// One HTTP/1.1 request: status and body.
+    fn http(&self, method: &str, path: &str, body: &str) -> (u16, String) {
+        let mut stream = TcpStream::connect(&self.http).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        write!(
+            stream,
+            "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut raw = String::new();
+        stream.read_to_string(&mut raw).unwrap();
+        let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+        let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+        (status, body.to_string())
+    }
+
+    fn json(&self, body: Value) -> (u16, Value) {
+        let (status, body) = self.http("POST", "/json", &body.to_string());
+        let value = serde_json::from_str(&body).unwrap_or(Value::String(body));
+        (status, value)
+    }
+
+    async fn client(&self) -> RateLimitServiceClient<tonic::transport::Channel> {
+        RateLimitServiceClient::connect(format!("http://{}", self.grpc))
+            .await
+            .unwrap()
+    }
+
+    /// Waits (up to 20 s) until stderr holds `text`.
+    fn wait_for_log(&self, text: &str) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !self.stderr.lock().unwrap().contains(text) {
+            assert!(
+                Instant::now() < deadline,
+                "no {text:?} in stderr: {}",
+                self.stderr.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn request(domain: &str, entries: &[(&str, &str)]) -> RateLimitRequest {
+    RateLimitRequest {
+        domain: domain.to_string(),
+        descriptors: vec![RateLimitDescriptor {
+            entries: entries
+                .iter()
+                .map(|(k, v)| Entry {
+                    key: k.to_string(),
+                    value: v.to_string(),
+                })
+                .collect(),
+            ..Default::default()
+        }],
+        hits_addend: 0,
+    }
+}
+
+async fn ask(
+    client: &mut RateLimitServiceClient<tonic::transport::Channel>,
+    r: RateLimitRequest,
+) -> Result<RateLimitResponse, tonic::Status> {
+    client.should_rate_limit(r).await.map(|r| r.into_inner())
+}
+
+#[tokio::test]
+async fn grpc_json_and_health_answer_as_erl_does() {
+    let dir = temp_dir();
+    std::fs::write(dir.join("edge.yaml"), CONFIG).unwrap();
+    let svc = Service::start(&dir, &[]);
+    let mut client = svc.client().await;
+
+    let r = ask(
+        &mut client,
+        request("edge", &[("remote_address", "10.0.0.1")]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.overall_code, Code::Ok as i32);
+    assert_eq!(r.statuses[0].limit_remaining, 2);
+    let (status, body) = svc.json(json!({"domain": "edge", "descriptors": [{"entries": [{"key": "remote_address", "value": "10.0.0.1"}]}]}));
+    assert_eq!(status, 200);
+    assert_eq!(body["overallCode"], "OK");
+    assert_eq!(body["statuses"][0]["limitRemaining"], 1);
+    assert_eq!(
+        body["statuses"][0]["currentLimit"],
+        json!({"requestsPerUnit": 3, "unit": "MINUTE"})
+    );
+    let reset = body["statuses"][0]["durationUntilReset"].as_str().unwrap();
+    assert!(
+        reset.ends_with('s')
+            && reset
+                .trim_end_matches('s')
+                .parse::<u64>()
+                .is_ok_and(|s| (1..=60).contains(&s)),
+        "{reset}"
+    );
+    svc.json(json!({"domain": "edge", "descriptors": [{"entries": [{"key": "remote_address", "value": "10.0.0.1"}]}]}));
+    let (status, body) = svc.json(json!({"domain": "edge", "descriptors": [{"entries": [{"key": "remote_address", "value": "10.0.0.1"}]}]}));
+    assert_eq!(
+        (status, body["overallCode"].as_str()),
+        (429, Some("OVER_LIMIT"))
+    );
+    assert!(
+        body["statuses"][0].get("limitRemaining").is_none(),
+        "{body}"
+    );
+    // unknown domain: OK with no limit
+    let (status, body) =
+        svc.json(json!({"domain": "other", "descriptors": [{"entries": [{"key": "a"}]}]}));
+    assert_eq!(
+        (status, body),
+        (
+            200,
+            json!({"overallCode": "OK", "statuses": [{"code": "OK"}]})
+        )
+    );
+
+    // what ERL fails
+    let e = ask(&mut client, request("", &[("a", "b")]))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (e.code(), e.message()),
+        (tonic::Code::Unknown, "rate limit domain must not be empty")
+    );
+    assert_eq!(
+        svc.http("POST", "/json", r#"{"domain": ""}"#),
+        (400, "Bad Request".to_string())
+    );
+    assert_eq!(
+        svc.http("POST", "/json", r#"{"domain": "edge", "nope": 1}"#),
+        (400, "Bad Request".to_string())
+    );
+
+    assert_eq!(svc.http("GET", "/healthcheck", ""), (200, "OK".to_string()));
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", svc.grpc))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    let answer = health
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: "ratelimit".to_string(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        answer.status,
+        tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
+async fn reloads_on_change_and_keeps_the_running_config_when_the_new_one_is_bad() {
+    let dir = temp_dir();
+    std::fs::write(dir.join("edge.yaml"), CONFIG).unwrap();
+    let svc = Service::start(&dir, &[]);
+    let mut client = svc.client().await;
+    let r = ask(&mut client, request("edge", &[("remote_address", "a")]))
+        .await
+        .unwrap();
+    assert_eq!(r.statuses[0].limit_remaining, 2);
+
+    std::fs::write(
+        dir.join("edge.yaml"),
+        CONFIG.replace("requests_per_unit: 3", "requests_per_unit: 30"),
+    )
+    .unwrap();
+    svc.wait_for_log("reloaded");
+    let r = ask(&mut client, request("edge", &[("remote_address", "a")]))
+        .await
+        .unwrap();
+    assert_eq!(r.statuses[0].limit_remaining, 28);
+
+    // a second file with the same domain: refused, the running config stays
+    std::fs::create_dir_all(dir.join("more")).unwrap();
+    std::fs::write(dir.join("more/copy.yml"), CONFIG).unwrap();
+    svc.wait_for_log("reload refused");
+    assert!(
+        svc.stderr
+            .lock()
+            .unwrap()
+            .contains("copy.yml: duplicate domain 'edge' in config file")
+    );
+    let r = ask(&mut client, request("edge", &[("remote_address", "a")]))
+        .await
+        .unwrap();
+    assert_eq!(r.statuses[0].limit_remaining, 27);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_bad_config_or_environment_refuses_to_start() {
+    let dir = temp_dir();
+    std::fs::write(
+        dir.join("bad.yaml"),
+        "domain: edge\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight}\n",
+    )
+    .unwrap();
+    let out = tollgate(SERVE, &[]).arg(&dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("bad.yaml:4: invalid rate limit unit 'fortnight' (in 'edge.k')"),
+        "{stderr}"
+    );
+
+    std::fs::write(dir.join("bad.yaml"), CONFIG).unwrap();
+    let out = tollgate(
+        SERVE,
+        &[("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "true")],
+    )
+    .arg(&dir)
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true")
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn validate_checks_erl_configs() {
+    let dir = temp_dir();
+    std::fs::write(dir.join("edge.yaml"), CONFIG).unwrap();
+    let out = tollgate(&["validate", "--envoy-config"], &[])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("ERL config, 1 domains, 2 rules, valid"));
+    std::fs::write(
+        dir.join("b.yml"),
+        "domain: b\ndescriptors:\n  - key: k\n    ratelimit: {}\n",
+    )
+    .unwrap();
+    let out = tollgate(&["validate", "--envoy-config"], &[])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("b.yml:4: config error, unknown key 'ratelimit'"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
+async fn erl_environment_points_it_at_the_redis_erl_uses() {
+    let redis = RedisServer::start();
+    let dir = temp_dir();
+    std::fs::create_dir_all(dir.join("ratelimit/config")).unwrap();
+    std::fs::write(dir.join("ratelimit/config/edge.yaml"), CONFIG).unwrap();
+    let root = dir.display().to_string();
+    let redis_addr = redis.addr().to_string();
+    let env = [
+        ("REDIS_URL", redis_addr.as_str()),
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("CACHE_KEY_PREFIX", "rl_"),
+        ("RUNTIME_ROOT", root.as_str()),
+        ("RUNTIME_SUBDIRECTORY", "ratelimit"),
+        ("RUNTIME_IGNOREDOTFILES", "true"),
+    ];
+    let mut child = tollgate(
+        &[
+            "serve",
+            "--erl",
+            "--listen",
+            "127.0.0.1:0",
+            "--grpc-listen",
+            "127.0.0.1:0",
+        ],
+        &env,
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut lines = vec![String::new(), String::new(), String::new()];
+    for line in &mut lines {
+        out.read_line(line).unwrap();
+    }
+    let grpc = lines[1].trim().rsplit(' ').next().unwrap().to_string();
+    assert!(lines[2].starts_with("store: redis"), "{lines:?}");
+    let mut client = RateLimitServiceClient::connect(format!("http://{grpc}"))
+        .await
+        .unwrap();
+    let r = ask(
+        &mut client,
+        request("edge", &[("remote_address", "10.1.1.1")]),
+    )
+    .await
+    .unwrap();
+    let keys = redis.cli(&["KEYS", "rl_edge_remote_address_10.1.1.1_*"]);
+    assert_eq!(keys.lines().count(), 1, "{keys}");
+    let key = keys.trim();
+    // the window's start, a multiple of the minute
+    let start: u64 = key.rsplit('_').next().unwrap().parse().unwrap();
+    assert_eq!(start % 60, 0);
+    assert_eq!(redis.cli(&["GET", key]), "1");
+    assert_eq!(r.statuses[0].limit_remaining, 2);
+    // an ERL instance adds its hits on the same key
+    redis.cli(&["INCRBY", key, "2"]);
+    let r = ask(
+        &mut client,
+        request("edge", &[("remote_address", "10.1.1.1")]),
+    )
+    .await
+    .unwrap();
+    // the same key, now over; or, if the minute turned meanwhile, a fresh one
+    if redis.cli(&["GET", key]) == "4" {
+        assert_eq!(r.overall_code, Code::OverLimit as i32);
+    } else {
+        assert_eq!(r.statuses[0].limit_remaining, 2);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
