@@ -155,6 +155,8 @@ impl SentinelBuilder {
 /// let old = topology.kill_master();
 /// let new = topology.wait_for_failover(old);
 /// assert_ne!(old.port(), new.port());
+/// old.restart(); // the sentinels make it a replica of the new master
+/// topology.wait_until_stable();
 /// let again = topology.failover(); // SENTINEL FAILOVER: needs a replica
 /// # let _ = again;
 /// ```
@@ -317,10 +319,12 @@ impl RedisSentinel {
         }
     }
 
-    /// Waits until every running sentinel names a master other than `old`
-    /// and that node says it is master, then until the topology is settled
-    /// again (see [`RedisSentinel::wait_until_stable`]); returns the new
-    /// master.
+    /// Waits until every running sentinel names the same master, other
+    /// than `old`, and that node says it is master; returns it. The rest
+    /// of the topology may still be settling: a reachable old master
+    /// keeps answering as a master until the sentinels turn it into a
+    /// replica, some 10 s later (call [`RedisSentinel::wait_until_stable`]
+    /// before the next failover).
     ///
     /// # Panics
     ///
@@ -329,22 +333,26 @@ impl RedisSentinel {
     pub fn wait_for_failover(&self, old: &RedisServer) -> &RedisServer {
         let deadline = Instant::now() + Duration::from_secs(30) + self.down_after * 10;
         loop {
-            if let Some(new) = self.named_master()
-                && new.port() != old.port()
+            let named: Vec<Option<u16>> = self
+                .running_sentinels()
+                .map(|s| master_addr(s, &self.master_name).ok())
+                .collect();
+            if let Some(Some(port)) = named.first()
+                && *port != old.port()
+                && named.iter().all(|p| *p == Some(*port))
+                && let Some(new) = self.nodes.iter().find(|n| n.port() == *port)
                 && is_master(new)
             {
-                break;
+                return new;
             }
             assert!(
                 Instant::now() < deadline,
-                "the sentinels did not promote a replica of port {}; {}",
+                "the sentinels did not promote a replica of port {} (they name {named:?}); {}",
                 old.port(),
                 self.logs()
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-        self.wait_until_stable();
-        self.master()
     }
 
     /// Waits until the topology is settled, and panics with what is not
@@ -452,10 +460,7 @@ impl RedisSentinel {
         {
             let info = node
                 .conn(Duration::from_secs(1))
-                .and_then(|mut c| {
-                    self.auth(&mut c)
-                        .and_then(|()| c.text(&["INFO", "replication"]))
-                })
+                .and_then(|mut c| c.text(&["INFO", "replication"]))
                 .unwrap_or_default();
             let field = |f: &str| {
                 info.lines()
@@ -481,13 +486,6 @@ impl RedisSentinel {
             .chain(&self.nodes)
             .map(|n| format!("log of port {}:\n{}\n", n.port(), n.log_tail(12)))
             .collect()
-    }
-
-    fn auth(&self, conn: &mut crate::resp::Conn) -> io::Result<()> {
-        match &self.password {
-            Some(p) => conn.text(&["AUTH", p]).map(drop),
-            None => Ok(()),
-        }
     }
 }
 
@@ -587,6 +585,7 @@ mod tests {
         topology.wait_until_stable();
         let third = topology.failover();
         assert_eq!(third.port(), first.port());
+        topology.wait_until_stable();
         assert_eq!(topology.replicas()[0].port(), second.port());
     }
 }

@@ -78,6 +78,9 @@ pub struct RedisServer {
     /// Arguments after the fixed ones, kept for [`RedisServer::restart`].
     args: Vec<String>,
     program: Program,
+    /// The `--requirepass` among the arguments: the harness's own
+    /// connections and `cli` authenticate with it.
+    password: Option<String>,
     inner: Mutex<Inner>,
 }
 
@@ -185,6 +188,11 @@ impl RedisServer {
             let server = RedisServer {
                 port,
                 dir,
+                password: args
+                    .iter()
+                    .position(|a| a == "--requirepass")
+                    .and_then(|i| args.get(i + 1))
+                    .cloned(),
                 args,
                 program: program.clone(),
                 inner: Mutex::new(Inner {
@@ -222,11 +230,7 @@ impl RedisServer {
             let mut inner = self.lock();
             inner.pid = pid;
         }
-        match wait_ready(
-            self.port,
-            &mut process.child,
-            Instant::now() + STARTUP_TIMEOUT,
-        ) {
+        match wait_ready(self, &mut process.child, Instant::now() + STARTUP_TIMEOUT) {
             Ok(()) => {
                 let mut inner = self.lock();
                 inner.state = ServerState::Running;
@@ -373,7 +377,7 @@ impl RedisServer {
     /// (connect, write and read are each bounded by it). Returns `false` for
     /// a stopped or killed server instead of hanging.
     pub fn ping(&self, timeout: Duration) -> bool {
-        Conn::connect(self.port, timeout)
+        self.conn(timeout)
             .and_then(|mut c| c.cmd(&["PING"]))
             .is_ok_and(|r| r == Reply::Status("PONG".into()))
     }
@@ -479,6 +483,13 @@ impl RedisServer {
             "-p".to_owned(),
             self.port.to_string(),
         ];
+        if let Some(password) = &self.password {
+            full.extend([
+                "--no-auth-warning".to_owned(),
+                "-a".to_owned(),
+                password.clone(),
+            ]);
+        }
         full.extend(args.iter().map(|s| (*s).to_owned()));
         let out = util::run_with_timeout(&util::redis_cli_bin(), &full, CLI_TIMEOUT);
         assert!(
@@ -489,8 +500,7 @@ impl RedisServer {
         out.stdout.trim_end().to_owned()
     }
 
-    /// First element of `ROLE` (which needs no password): `master` or
-    /// `slave`.
+    /// First element of `ROLE`: `master` or `slave`.
     pub(crate) fn role(&self) -> io::Result<String> {
         match self.conn(Duration::from_secs(1))?.cmd(&["ROLE"])? {
             Reply::Array(Some(items)) => items
@@ -503,14 +513,22 @@ impl RedisServer {
 
     /// A raw connection for harness-internal queries.
     pub(crate) fn conn(&self, timeout: Duration) -> io::Result<Conn> {
-        Conn::connect(self.port, timeout)
+        let mut conn = Conn::connect(self.port, timeout)?;
+        if let Some(password) = &self.password {
+            conn.text(&["AUTH", password])?;
+        }
+        Ok(conn)
     }
 }
 
 /// Polls until the child answers `PING` on `port` *and* reports our pid in
 /// `INFO server` (so a server that some other test started on the same port
 /// is never mistaken for ours), or until the child exits or time runs out.
-fn wait_ready(port: u16, child: &mut Child, deadline: Instant) -> Result<(), AttemptError> {
+fn wait_ready(
+    server: &RedisServer,
+    child: &mut Child,
+    deadline: Instant,
+) -> Result<(), AttemptError> {
     let pid = child.id();
     loop {
         match child.try_wait() {
@@ -523,7 +541,7 @@ fn wait_ready(port: u16, child: &mut Child, deadline: Instant) -> Result<(), Att
             Ok(None) => {}
             Err(e) => panic!("waiting for redis-server pid {pid} failed: {e}"),
         }
-        if is_ours_and_ready(port, pid) {
+        if is_ours_and_ready(server, pid) {
             return Ok(());
         }
         if Instant::now() >= deadline {
@@ -533,8 +551,8 @@ fn wait_ready(port: u16, child: &mut Child, deadline: Instant) -> Result<(), Att
     }
 }
 
-fn is_ours_and_ready(port: u16, pid: u32) -> bool {
-    let Ok(mut conn) = Conn::connect(port, Duration::from_millis(250)) else {
+fn is_ours_and_ready(server: &RedisServer, pid: u32) -> bool {
+    let Ok(mut conn) = server.conn(Duration::from_millis(250)) else {
         return false;
     };
     let Ok(info) = conn.text(&["INFO", "server"]) else {

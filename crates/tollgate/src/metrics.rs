@@ -15,6 +15,7 @@
 //! | `tollgate_script_loads_total` | counter | |
 //! | `tollgate_pipelines_total` | counter | |
 //! | `tollgate_pipelined_calls_total` | counter | |
+//! | `tollgate_master_switches_total` | counter | |
 
 use std::time::Duration;
 
@@ -39,6 +40,10 @@ pub const PIPELINES: &str = "tollgate_pipelines_total";
 /// The script calls those pipelines carried: divided by
 /// [`PIPELINES`], the mean size of a pipeline.
 pub const PIPELINED_CALLS: &str = "tollgate_pipelined_calls_total";
+
+/// Times the Redis store followed the master Redis Sentinel names to a
+/// new node (with the `redis` feature).
+pub const MASTER_SWITCHES: &str = "tollgate_master_switches_total";
 
 /// Counts one decision of `policy`. [`ResilientStore`] calls it for every
 /// decision it returns; callers that use another store directly can call it
@@ -72,6 +77,11 @@ pub(crate) fn record_breaker(open: bool) {
 
 pub(crate) fn record_latency(elapsed: Duration) {
     metrics::histogram!(STORE_LATENCY).record(elapsed.as_secs_f64());
+}
+
+#[cfg(feature = "redis")]
+pub(crate) fn record_master_switch() {
+    metrics::counter!(MASTER_SWITCHES).increment(1);
 }
 
 #[cfg_attr(not(feature = "redis"), allow(dead_code))]

@@ -1,5 +1,5 @@
-//! Configuring a [`RedisStore`] and connecting it: a standalone server or a
-//! cluster, the probe for the buckets' server-clock form, the scripts
+//! Configuring a [`RedisStore`] and connecting it: a standalone server, a
+//! cluster, or the master Redis Sentinel names, the probe for the buckets' server-clock form, the scripts
 //! loaded and the server's clock measured before the first decision.
 
 use std::sync::Arc;
@@ -14,6 +14,7 @@ use super::connection::Connection;
 use super::error::store_error;
 use super::keys::{DEFAULT_PREFIX, validate_prefix};
 use super::scripts::Scripts;
+use super::sentinel::{MasterAuth, SentinelConnection, SentinelTarget, is_sentinel_url};
 use super::{Inner, RedisStore, TimeSource};
 use crate::algorithm::MAX_EXACT;
 use crate::{Error, MonotonicClock, Result};
@@ -28,9 +29,37 @@ pub struct RedisStoreBuilder {
     deadline: Option<Duration>,
     bucket_form: bool,
     pipelining: bool,
+    master_name: Option<String>,
+    master_auth: MasterAuth,
 }
 
 impl RedisStoreBuilder {
+    /// Makes the URLs those of Redis Sentinel's sentinels (`redis://` or
+    /// `rediss://`, each with that sentinel's own credentials, if any),
+    /// and the store's server the master they name `master_name`. The
+    /// store follows the master to its successor after a failover (the
+    /// sentinels are asked again when a call fails as it does against a
+    /// moved master, and every second), loading the scripts there first.
+    /// The master is reached with [`master_auth`](Self::master_auth), over
+    /// TLS when the sentinels are.
+    ///
+    /// One URL of the form `redis+sentinel://[[user]:password@]host[:port][,host[:port]…]/master_name[/db]`
+    /// (or `rediss+sentinel://`, TLS to all; `?sentinel_username=…&sentinel_password=…`
+    /// for the sentinels' own credentials) says the same without this call.
+    pub fn sentinel(mut self, master_name: impl Into<String>) -> Self {
+        self.master_name = Some(master_name.into());
+        self
+    }
+
+    /// The user (`None`: the default user) and password of the master
+    /// (and its replicas) that [`sentinel`](Self::sentinel) finds. Plain
+    /// URLs carry their credentials themselves.
+    pub fn master_auth(mut self, username: Option<&str>, password: &str) -> Self {
+        self.master_auth.username = username.map(str::to_owned);
+        self.master_auth.password = Some(password.to_owned());
+        self
+    }
+
     /// Whether a token bucket, GCRA or leaky bucket on the server's clock
     /// whose interval is whole ms keeps its theoretical arrival time as
     /// its key's expiry (default `true`; see `lua/bucket_server.lua`):
@@ -92,7 +121,8 @@ impl RedisStoreBuilder {
 
     /// Connects and loads every script. One URL is a standalone server
     /// (unless that server has cluster mode enabled); several are the seed
-    /// nodes of a cluster.
+    /// nodes of a cluster; with [`sentinel`](Self::sentinel), or one
+    /// `redis+sentinel://` URL, they are sentinels.
     pub async fn connect(self) -> Result<RedisStore> {
         validate_prefix(&self.prefix)?;
         #[cfg(feature = "redis-tls")]
@@ -101,33 +131,31 @@ impl RedisStoreBuilder {
             // needs one. An application that installed its own keeps it.
             let _ = rustls::crypto::ring::default_provider().install_default();
         }
-        let conn = match self.urls.as_slice() {
-            [] => return Err(Error::argument("urls", "at least one Redis URL is needed")),
-            [url] if !cluster_enabled(url, self.connect_timeout).await? => {
-                let client = redis::Client::open(url.as_str()).map_err(|e| bad_url(&e))?;
-                let config = ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(self.connect_timeout))
-                    .set_number_of_retries(1);
-                let manager = ConnectionManager::new_with_config(client, config)
-                    .await
-                    .map_err(|e| store_error(&e))?;
-                let queue = self
-                    .pipelining
-                    .then(|| Arc::new(Coalescer::new(manager.clone())));
-                Connection::Single(manager, queue)
+        let sentinel = match (&self.master_name, self.urls.as_slice()) {
+            (Some(name), urls) => Some(SentinelTarget::new(urls, name, self.master_auth.clone())?),
+            (None, [url]) if is_sentinel_url(url) => Some(SentinelTarget::parse(url)?),
+            (None, urls) if urls.iter().any(|u| is_sentinel_url(u)) => {
+                return Err(Error::argument(
+                    "urls",
+                    "a redis+sentinel:// URL names every sentinel itself; give it alone",
+                ));
             }
-            urls => {
-                let client = ClusterClientBuilder::new(urls.iter().map(String::as_str))
-                    .connection_timeout(self.connect_timeout)
-                    .build()
-                    .map_err(|e| bad_url(&e))?;
-                Connection::Cluster(
-                    client
-                        .get_async_connection()
-                        .await
-                        .map_err(|e| store_error(&e))?,
+            _ => None,
+        };
+        let conn = if let Some(target) = sentinel {
+            let texts = Scripts::new().all().iter().map(|s| s.text()).collect();
+            Connection::Sentinel(
+                SentinelConnection::connect(
+                    target,
+                    self.manager_config(),
+                    self.pipelining,
+                    self.connect_timeout,
+                    texts,
                 )
-            }
+                .await?,
+            )
+        } else {
+            self.connect_plain().await?
         };
         let bucket_form = self.bucket_form && has_expire_time(&conn, &self.prefix).await?;
         let store = RedisStore {
@@ -151,6 +179,42 @@ impl RedisStoreBuilder {
             store.measure_offset().await?;
         }
         Ok(store)
+    }
+
+    /// How a standalone server's (or the master's) connection reconnects.
+    fn manager_config(&self) -> ConnectionManagerConfig {
+        ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            .set_number_of_retries(1)
+    }
+
+    /// The connection to one standalone server or to a cluster.
+    async fn connect_plain(&self) -> Result<Connection> {
+        Ok(match self.urls.as_slice() {
+            [] => return Err(Error::argument("urls", "at least one Redis URL is needed")),
+            [url] if !cluster_enabled(url, self.connect_timeout).await? => {
+                let client = redis::Client::open(url.as_str()).map_err(|e| bad_url(&e))?;
+                let manager = ConnectionManager::new_with_config(client, self.manager_config())
+                    .await
+                    .map_err(|e| store_error(&e))?;
+                let queue = self
+                    .pipelining
+                    .then(|| Arc::new(Coalescer::new(manager.clone())));
+                Connection::Single(manager, queue)
+            }
+            urls => {
+                let client = ClusterClientBuilder::new(urls.iter().map(String::as_str))
+                    .connection_timeout(self.connect_timeout)
+                    .build()
+                    .map_err(|e| bad_url(&e))?;
+                Connection::Cluster(
+                    client
+                        .get_async_connection()
+                        .await
+                        .map_err(|e| store_error(&e))?,
+                )
+            }
+        })
     }
 }
 
@@ -224,6 +288,8 @@ impl RedisStore {
             deadline: None,
             bucket_form: true,
             pipelining: true,
+            master_name: None,
+            master_auth: MasterAuth::default(),
         }
     }
 

@@ -7,6 +7,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, RedisResult, Value};
 
 use super::coalesce::Coalescer;
+use super::sentinel::SentinelConnection;
 
 /// A shared, multiplexed connection: concurrent commands pipeline on one
 /// socket (one per node on a cluster). Clones share it.
@@ -18,6 +19,8 @@ pub(crate) enum Connection {
     Single(ConnectionManager, Option<Arc<Coalescer>>),
     /// A Redis Cluster; MOVED, ASK and TRYAGAIN are followed by the client.
     Cluster(ClusterConnection),
+    /// The master Redis Sentinel names, followed after a failover.
+    Sentinel(Arc<SentinelConnection>),
 }
 
 impl std::fmt::Debug for Connection {
@@ -25,6 +28,7 @@ impl std::fmt::Debug for Connection {
         f.write_str(match self {
             Connection::Single(..) => "Connection::Single",
             Connection::Cluster(_) => "Connection::Cluster",
+            Connection::Sentinel(_) => "Connection::Sentinel",
         })
     }
 }
@@ -35,6 +39,7 @@ impl Connection {
         match self {
             Connection::Single(c, _) => cmd.query_async(&mut c.clone()).await,
             Connection::Cluster(c) => cmd.query_async(&mut c.clone()).await,
+            Connection::Sentinel(s) => s.query(cmd.clone(), false).await,
         }
     }
 
@@ -43,6 +48,7 @@ impl Connection {
     pub(crate) async fn query_pipelined(&self, cmd: Cmd) -> RedisResult<Value> {
         match self {
             Connection::Single(_, Some(queue)) => queue.query(cmd).await,
+            Connection::Sentinel(s) => s.query(cmd, true).await,
             _ => self.query(&cmd).await,
         }
     }

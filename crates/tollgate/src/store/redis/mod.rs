@@ -10,7 +10,8 @@
 // `reply.rs` (running a script and reading its reply), `decide.rs` (one
 // decision), `lease.rs`, `batch.rs` (atomic batches), `store.rs` (the
 // [`Store`](super::Store) impl), `scripts.rs` (the scripts and NOSCRIPT),
-// `coalesce.rs` (pipelining busy callers), `connection.rs`, `error.rs`.
+// `coalesce.rs` (pipelining busy callers), `connection.rs`, `sentinel.rs`
+// (the master Redis Sentinel names, followed after a failover), `error.rs`.
 
 mod algorithm;
 mod batch;
@@ -26,6 +27,7 @@ mod lease;
 mod pack;
 mod reply;
 mod scripts;
+mod sentinel;
 mod server_bucket;
 mod server_window;
 mod store;
@@ -111,7 +113,22 @@ impl RedisStore {
     pub fn pipelined(&self) -> Pipelined {
         match &self.inner.conn {
             Connection::Single(_, Some(queue)) => queue.sent(),
+            Connection::Sentinel(s) => s
+                .master()
+                .queue
+                .as_ref()
+                .map(|q| q.sent())
+                .unwrap_or_default(),
             _ => Pipelined::default(),
+        }
+    }
+
+    /// How many times this store followed the master Redis Sentinel names
+    /// to a new node (0 without Sentinel).
+    pub fn master_switches(&self) -> u64 {
+        match &self.inner.conn {
+            Connection::Sentinel(s) => s.switches(),
+            _ => 0,
         }
     }
 

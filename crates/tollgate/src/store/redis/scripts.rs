@@ -184,6 +184,10 @@ impl Script {
         self.name
     }
 
+    pub(crate) fn text(&self) -> &'static str {
+        self.text
+    }
+
     pub(crate) fn sha(&self) -> &str {
         self.script.get_hash()
     }
