@@ -9,6 +9,8 @@
 //! * [`RedisSentinel`] — a master, its replicas and three `redis-sentinel`
 //!   processes watching them, with `kill_master`, `failover` (`SENTINEL
 //!   FAILOVER`) and `wait_for_failover`.
+//! * [`TcpProxy`] — a TCP proxy between a client and a server whose link
+//!   can flap (drop every connection, then pass them, every `period`).
 //! * [`key_slot`] — the cluster hash slot of a key (CRC16 with hash tags).
 //! * [`scan_keys_without_ttl`] — keys that would live forever.
 //!
@@ -25,6 +27,7 @@
 //! installs them.
 
 mod cluster;
+mod proxy;
 mod resp;
 mod sentinel;
 mod server;
@@ -32,6 +35,7 @@ mod slot;
 mod util;
 
 pub use cluster::{ClusterBuilder, DEFAULT_NODE_TIMEOUT, FailoverMode, RedisCluster};
+pub use proxy::TcpProxy;
 pub use sentinel::{DEFAULT_DOWN_AFTER, DEFAULT_MASTER_NAME, RedisSentinel, SentinelBuilder};
 pub use server::{CLI_TIMEOUT, RedisServer, STARTUP_TIMEOUT, ServerState, scan_keys_without_ttl};
 pub use slot::{SLOT_COUNT, key_slot};
