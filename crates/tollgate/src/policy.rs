@@ -38,6 +38,9 @@ pub struct Policy {
     /// The name's part of the memory store's short keys, made once here
     /// rather than on every check.
     inline_name: InlineName,
+    /// The group whose policies keep a subject's state in one Redis
+    /// Cluster slot (see [`Policy::with_group`]).
+    group: Option<Arc<str>>,
 }
 
 impl Policy {
@@ -48,7 +51,40 @@ impl Policy {
             name: name.into(),
             algorithm,
             inline_name: InlineName::new(name.as_bytes()),
+            group: None,
         })
+    }
+
+    /// Puts the policy in `group` (the same rules as a name): on Redis,
+    /// the state of every policy of one group for one user key shares a
+    /// hash tag made of the group and the key alone, so on Redis Cluster
+    /// it lives in one slot and an atomic batch over one key and several
+    /// policies of the group is one script. The price: a hot key's
+    /// policies all load the one node that holds its slot, where without
+    /// a group each policy's state of the key may sit on another node.
+    /// The memory store ignores groups. Changing a policy's group moves
+    /// its Redis state to a new key, so its limits start over.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Policy;
+    ///
+    /// let per_second = Policy::token_bucket("user-1s", 10, Duration::from_secs(1), 10)?
+    ///     .with_group("user")?;
+    /// let per_day = Policy::fixed_window("user-1d", 10_000, Duration::from_secs(86_400))?
+    ///     .with_group("user")?;
+    /// assert_eq!(per_second.group(), per_day.group());
+    /// # Ok::<(), tollgate::Error>(())
+    /// ```
+    pub fn with_group(mut self, group: &str) -> Result<Policy> {
+        validate_name_of("group", group)?;
+        self.group = Some(group.into());
+        Ok(self)
+    }
+
+    /// The policy's group, if it has one (see [`Policy::with_group`]).
+    pub fn group(&self) -> Option<&str> {
+        self.group.as_deref()
     }
 
     /// At most `limit` per epoch-aligned `window`.
@@ -207,14 +243,20 @@ impl fmt::Debug for Policy {
         f.debug_struct("Policy")
             .field("name", &self.name)
             .field("algorithm", &self.algorithm)
+            .field("group", &self.group)
             .finish()
     }
 }
 
 fn validate_name(name: &str) -> Result<()> {
+    validate_name_of("name", name)
+}
+
+/// A name or a group: 1 to 64 characters of `A-Z a-z 0-9 _ - .`.
+fn validate_name_of(field: &'static str, name: &str) -> Result<()> {
     if name.is_empty() || name.len() > MAX_POLICY_NAME_LEN {
         return Err(Error::policy(
-            "name",
+            field,
             format!("must be 1 to {MAX_POLICY_NAME_LEN} characters long, got {name:?}"),
         ));
     }
@@ -223,7 +265,7 @@ fn validate_name(name: &str) -> Result<()> {
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
     {
         return Err(Error::policy(
-            "name",
+            field,
             format!("may only contain A-Z, a-z, 0-9, `_`, `-` and `.`; {name:?} contains {c:?}"),
         ));
     }

@@ -22,7 +22,17 @@
 //! interval is whole milliseconds (on Redis 7.0 and later): an empty key
 //! whose expiry is the theoretical arrival time (`lua/bucket_server.lua`),
 //! under the suffixes `tbs`, `gcras` and `lbs`.
-//! Policy names are limited to `A-Z a-z 0-9 _ - .`, and the prefix may not
+//!
+//! A policy in a group ([`Policy::with_group`]) keys its state by the group
+//! and the user key instead, the policy's name after the tag:
+//!
+//! ```text
+//! <prefix>{<group>/<escaped user key>}:<policy>:<algorithm>
+//! ```
+//!
+//! so every policy of the group keeps one user key's state in one slot.
+//! Policy and group names are limited to `A-Z a-z 0-9 _ - .` (so a `/`
+//! tells a group's tag from a policy's `:`), and the prefix may not
 //! contain braces.
 
 use crate::{Error, Policy, Result};
@@ -57,8 +67,16 @@ pub(crate) fn redis_key(prefix: &str, policy: &Policy, key: &[u8], suffix: &[&[u
     let mut out = Vec::with_capacity(prefix.len() + name.len() + key.len() + suffix_len + 8);
     out.extend_from_slice(prefix.as_bytes());
     out.push(b'{');
-    out.extend_from_slice(name);
-    out.push(b':');
+    match policy.group() {
+        Some(group) => {
+            out.extend_from_slice(group.as_bytes());
+            out.push(b'/');
+        }
+        None => {
+            out.extend_from_slice(name);
+            out.push(b':');
+        }
+    }
     for &b in key {
         match b {
             b'}' => out.extend_from_slice(b"\\]"),
@@ -68,6 +86,10 @@ pub(crate) fn redis_key(prefix: &str, policy: &Policy, key: &[u8], suffix: &[&[u
     }
     out.push(b'}');
     out.push(b':');
+    if policy.group().is_some() {
+        out.extend_from_slice(name);
+        out.push(b':');
+    }
     for part in suffix {
         out.extend_from_slice(part);
     }
@@ -141,6 +163,32 @@ mod tests {
             redis_key("t:", &p, b"a\\", &[b"fw"]),
             redis_key("t:", &p, b"a\\\\", &[b"fw"])
         );
+    }
+
+    #[test]
+    fn a_group_keeps_a_subjects_policies_in_one_slot() {
+        let second = Policy::fixed_window("s", 1, Duration::from_secs(1)).unwrap();
+        let day = Policy::fixed_window("d", 1, Duration::from_secs(86_400)).unwrap();
+        let (gs, gd) = (
+            second.clone().with_group("user").unwrap(),
+            day.clone().with_group("user").unwrap(),
+        );
+        let key = redis_key("t:", &gs, b"u}1", &[b"fw"]);
+        assert_eq!(key, b"t:{user/u\\]1}:s:fw");
+        assert_eq!(slot(&key), slot(&redis_key("t:", &gd, b"u}1", &[b"fw"])));
+        assert_ne!(key, redis_key("t:", &gd, b"u}1", &[b"fw"]));
+        // Without the group, the two policies' tags differ; and a group
+        // named like a policy never shares a key with it.
+        assert_ne!(
+            slot(&redis_key("t:", &second, b"u1", &[b"fw"])),
+            slot(&redis_key("t:", &day, b"u1", &[b"fw"]))
+        );
+        let named_s = Policy::fixed_window("user", 1, Duration::from_secs(1)).unwrap();
+        assert_ne!(
+            redis_key("t:", &named_s, b"u1", &[b"s:fw"]),
+            redis_key("t:", &gs, b"u1", &[b"fw"])
+        );
+        assert!(second.with_group("a/b").is_err());
     }
 
     #[test]
