@@ -417,6 +417,15 @@ impl Store for Failing {
     fn reset<'a>(&'a self, _: &'a Policy, _: &'a [u8]) -> BoxFuture<'a, tollgate::Result<()>> {
         self.fail()
     }
+    fn usage<'a>(
+        &'a self,
+        _: &'a Policy,
+        _: &'a [u8],
+        _: tollgate::Usage,
+        _: u64,
+    ) -> BoxFuture<'a, tollgate::Result<Decision>> {
+        self.fail()
+    }
 }
 
 #[tokio::test]

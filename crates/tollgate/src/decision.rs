@@ -47,6 +47,9 @@ pub struct Decision {
     /// How long the caller must wait before proceeding: the backlog of a
     /// leaky bucket, or the wait of a reservation. Zero otherwise.
     pub delay: Duration,
+    /// What [`check_at_most`](crate::Store::check_at_most) granted of its
+    /// `max_cost`, and consumed (possibly 0). 0 for every other operation.
+    pub granted: u64,
     /// Where the decision came from.
     pub source: Source,
 }
@@ -69,8 +72,16 @@ impl Decision {
             reset_after: Duration::from_micros(reset_after),
             retry_after: Duration::from_micros(retry_after),
             delay: Duration::from_micros(delay),
+            granted: 0,
             source: Source::Store,
         }
+    }
+
+    /// The same decision, with `granted` units granted (see
+    /// [`granted`](Decision::granted)).
+    pub fn with_granted(mut self, granted: u64) -> Decision {
+        self.granted = granted;
+        self
     }
 
     /// The same decision, marked as coming from `source`.

@@ -11,7 +11,7 @@ pub mod metrics;
 mod policy;
 pub mod store;
 
-pub use algorithm::{Algorithm, LeaseId};
+pub use algorithm::{Algorithm, LeaseId, Usage};
 pub use clock::{Clock, ManualClock, MonotonicClock, SystemClock};
 pub use decision::{Decision, Source};
 pub use direct::DirectLimiter;

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::algorithm::{
-    Algorithm, Concurrency, FixedWindow, Gcra, LeakyBucket, MAX_SCALED, SlidingLog, SlidingWindow,
-    TokenBucket,
+    Algorithm, Concurrency, FixedWindow, Gcra, LeakyBucket, MAX_SCALED, MAX_USAGE_COST, SlidingLog,
+    SlidingWindow, TokenBucket, Usage,
 };
 use crate::store::memory::key::InlineName;
 use crate::{Error, Result};
@@ -180,6 +180,25 @@ impl Policy {
         let (limit, what) = self.algorithm.limit();
         if cost > limit {
             return Err(Error::CostExceedsLimit { cost, limit, what });
+        }
+        Ok(())
+    }
+
+    /// Checks a usage operation: concurrency policies have no usage to
+    /// charge, and a cost above [`MAX_USAGE_COST`] (2^52) is refused,
+    /// naming the field (`max_cost` for [`Usage::AtMost`], else `cost`).
+    pub fn validate_usage(&self, op: Usage, cost: u64) -> Result<()> {
+        self.require_rate(op.as_str())?;
+        if cost > MAX_USAGE_COST {
+            let field = if op == Usage::AtMost {
+                "max_cost"
+            } else {
+                "cost"
+            };
+            return Err(Error::argument(
+                field,
+                format!("must be at most 2^52 ({MAX_USAGE_COST}), got {cost}"),
+            ));
         }
         Ok(())
     }

@@ -15,7 +15,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 use tollgate::algorithm::LeaseId;
 use tollgate::store::memory::MemoryStore;
-use tollgate::{Decision, ManualClock, Policy};
+use tollgate::{Decision, ManualClock, Policy, Usage};
 
 /// What a reference answers: a decision's numbers in µs, or an error code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +64,17 @@ struct Step {
     cost: u64,
     /// Reservations only: the longest wait accepted, µs.
     max_wait: u64,
+    /// What the step does (checks, in the traces of checks).
+    op: Op,
+}
+
+/// A step's operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Check,
+    Charge,
+    Refund,
+    AtMost,
 }
 
 /// Time steps scaled to the policy's period, with some standing still and
@@ -85,8 +96,33 @@ fn steps(period: u64, limit: u64, len: usize) -> impl Strategy<Value = Vec<Step>
         key,
         cost,
         max_wait,
+        op: Op::Check,
     });
     prop::collection::vec(step, 1..len)
+}
+
+/// Traces of checks, charges (up to three limits), refunds and
+/// `check_at_most` (up to two limits).
+fn usage_steps(period: u64, limit: u64, len: usize) -> impl Strategy<Value = Vec<Step>> {
+    let op = prop_oneof![
+        4 => Just(Op::Check),
+        3 => Just(Op::Charge),
+        3 => Just(Op::Refund),
+        2 => Just(Op::AtMost),
+    ];
+    (
+        steps(period, limit, len),
+        prop::collection::vec((op, 0..=3 * limit), len),
+    )
+        .prop_map(|(mut steps, ops)| {
+            for (s, (op, big)) in steps.iter_mut().zip(ops) {
+                s.op = op;
+                if op != Op::Check && big % 3 == 0 {
+                    s.cost = big;
+                }
+            }
+            steps
+        })
 }
 
 /// A period in µs: whole µs from 1 ms to ten hours, with round and odd values.
@@ -122,7 +158,7 @@ fn replay(
     t0: u64,
     trace: &[Step],
     reserve: bool,
-    mut reference: impl FnMut(u64, u8, u64, u64) -> Option<Expect>,
+    mut reference: impl FnMut(u64, u8, Op, u64, u64) -> Option<Expect>,
 ) -> Result<(), TestCaseError> {
     let (store, clock) = store_at(t0);
     let mut now = t0;
@@ -136,8 +172,66 @@ fn replay(
             store.check_sync(policy, &key, s.cost)
         };
         let max_wait = if reserve { s.max_wait } else { 0 };
-        match (reference(now, s.key, s.cost, max_wait), got) {
+        match (reference(now, s.key, Op::Check, s.cost, max_wait), got) {
             (Some(want), Ok(d)) => prop_assert_eq!(seen(&d), want, "step {} {:?} at {}", i, s, now),
+            (None, Err(e)) => prop_assert_eq!(e.code(), "cost_exceeds_limit", "step {}", i),
+            (want, got) => prop_assert!(false, "step {i} {s:?}: want {want:?}, got {got:?}"),
+        }
+    }
+    Ok(())
+}
+
+/// Replays a trace of checks, charges, refunds and `check_at_most` on the
+/// store and on the reference. A reference knows checks, charges and
+/// refunds; `check_at_most` is defined from them: a peek says what is
+/// available, then a check of what is granted, or of 1 (denied) when
+/// nothing is.
+fn replay_usage(
+    policy: &Policy,
+    t0: u64,
+    trace: &[Step],
+    mut reference: impl FnMut(u64, u8, Op, u64, u64) -> Option<Expect>,
+) -> Result<(), TestCaseError> {
+    let (store, clock) = store_at(t0);
+    let mut now = t0;
+    for (i, s) in trace.iter().enumerate() {
+        now += s.dt;
+        clock.set(now);
+        let key = key_of(s.key);
+        let (got, want, granted) = match s.op {
+            Op::Check => (
+                store.check_sync(policy, &key, s.cost),
+                reference(now, s.key, Op::Check, s.cost, 0),
+                0,
+            ),
+            Op::Charge | Op::Refund => {
+                let usage = if s.op == Op::Charge {
+                    Usage::Charge
+                } else {
+                    Usage::Refund
+                };
+                (
+                    store.usage_sync(policy, &key, usage, s.cost),
+                    reference(now, s.key, s.op, s.cost, 0),
+                    0,
+                )
+            }
+            Op::AtMost => {
+                let peek = reference(now, s.key, Op::Check, 0, 0).expect("a peek");
+                let granted = s.cost.min(peek.remaining);
+                let ask = if granted == 0 { s.cost.min(1) } else { granted };
+                (
+                    store.usage_sync(policy, &key, Usage::AtMost, s.cost),
+                    reference(now, s.key, Op::Check, ask, 0),
+                    granted,
+                )
+            }
+        };
+        match (want, got) {
+            (Some(want), Ok(d)) => {
+                prop_assert_eq!(seen(&d), want, "step {} {:?} at {}", i, s, now);
+                prop_assert_eq!(d.granted, granted, "step {} {:?}", i, s);
+            }
             (None, Err(e)) => prop_assert_eq!(e.code(), "cost_exceeds_limit", "step {}", i),
             (want, got) => prop_assert!(false, "step {i} {s:?}: want {want:?}, got {got:?}"),
         }
@@ -155,24 +249,48 @@ fn config() -> ProptestConfig {
 // ---------------------------------------------------------------- fixed window
 
 /// Every window's count, by key and window index.
-fn fixed_window_reference(limit: u64, w: u64) -> impl FnMut(u64, u8, u64, u64) -> Option<Expect> {
+/// A charge counts whatever is left; a refund takes back down to 0.
+fn fixed_window_reference(
+    limit: u64,
+    w: u64,
+) -> impl FnMut(u64, u8, Op, u64, u64) -> Option<Expect> {
     let mut counts: HashMap<(u8, u64), u64> = HashMap::new();
-    move |now, key, cost, _| {
-        if cost > limit {
+    move |now, key, op, cost, _| {
+        if op == Op::Check && cost > limit {
             return None;
         }
         let count = counts.entry((key, now / w)).or_default();
         let end = (now / w + 1) * w - now;
-        let allowed = *count + cost <= limit;
-        if allowed {
-            *count += cost;
-        }
+        let fits = *count + cost <= limit;
+        let allowed = match op {
+            Op::Charge => {
+                *count += cost;
+                fits
+            }
+            Op::Refund => {
+                *count = count.saturating_sub(cost);
+                true
+            }
+            _ => {
+                if fits {
+                    *count += cost;
+                }
+                fits
+            }
+        };
+        // After a check, its own retry; after usage, a request of 1's.
+        let retry_after = match op {
+            Op::Check if allowed => 0,
+            Op::Check => end,
+            _ if *count < limit => 0,
+            _ => end,
+        };
         Some(Expect {
             allowed,
             limit,
-            remaining: limit - *count,
+            remaining: limit.saturating_sub(*count),
             reset_after: if *count == 0 { 0 } else { end },
-            retry_after: if allowed { 0 } else { end },
+            retry_after,
             delay: 0,
         })
     }
@@ -181,14 +299,21 @@ fn fixed_window_reference(limit: u64, w: u64) -> impl FnMut(u64, u8, u64, u64) -
 // ----------------------------------------------------------------- sliding log
 
 /// Every admitted request, never trimmed: the count at `t` is a sum over
-/// the whole list.
-fn sliding_log_reference(limit: u64, w: u64) -> impl FnMut(u64, u8, u64, u64) -> Option<Expect> {
+/// the whole list. Requests at one instant are one entry. A charge records
+/// an entry whatever is left, unless `limit` entries already count: then it
+/// adds to the newest, which moves to now. A refund takes from the newest
+/// entries that count first.
+fn sliding_log_reference(
+    limit: u64,
+    w: u64,
+) -> impl FnMut(u64, u8, Op, u64, u64) -> Option<Expect> {
     let mut log: HashMap<u8, Vec<(u64, u64)>> = HashMap::new();
-    move |now, key, cost, _| {
-        if cost > limit {
+    move |now, key, op, cost, _| {
+        if op == Op::Check && cost > limit {
             return None;
         }
         let entries = log.entry(key).or_default();
+        entries.retain(|&(_, c)| c > 0);
         let used_at = |entries: &[(u64, u64)], t: u64| -> u64 {
             entries
                 .iter()
@@ -196,10 +321,13 @@ fn sliding_log_reference(limit: u64, w: u64) -> impl FnMut(u64, u8, u64, u64) ->
                 .map(|&(_, c)| c)
                 .sum()
         };
-        let allowed = used_at(entries, now) + cost <= limit;
-        let retry_after = if allowed {
-            0
-        } else {
+        let live =
+            |entries: &[(u64, u64)]| entries.iter().filter(|&&(s, _)| now - s < w).count() as u64;
+        // The first moment a request of `cost` fits, if nothing else comes.
+        let retry = |entries: &[(u64, u64)], cost: u64| -> u64 {
+            if used_at(entries, now) + cost <= limit {
+                return 0;
+            }
             // Only entries ageing out change the count: try those moments.
             let mut ends: Vec<u64> = entries.iter().map(|&(s, _)| s + w).collect();
             ends.sort_unstable();
@@ -210,9 +338,44 @@ fn sliding_log_reference(limit: u64, w: u64) -> impl FnMut(u64, u8, u64, u64) ->
                 .expect("the last entry ages out");
             t - now
         };
-        if allowed && cost > 0 {
-            entries.push((now, cost));
-        }
+        let used = used_at(entries, now);
+        let fits = used + cost <= limit;
+        let record = |entries: &mut Vec<(u64, u64)>, merge_any: bool| match entries.last_mut() {
+            Some((s, c)) if now - *s < w && (*s == now || merge_any) => {
+                *s = now;
+                *c += cost;
+            }
+            _ => entries.push((now, cost)),
+        };
+        let (allowed, retry_after) = match op {
+            Op::Check => {
+                let retry_after = retry(entries, cost);
+                if fits && cost > 0 {
+                    record(entries, false);
+                }
+                (fits, retry_after)
+            }
+            Op::Charge => {
+                if cost > 0 {
+                    let full = live(entries) >= limit;
+                    record(entries, full);
+                }
+                (fits, retry(entries, 1))
+            }
+            _ => {
+                let mut left = cost;
+                for (s, c) in entries.iter_mut().rev() {
+                    if now - *s >= w {
+                        break;
+                    }
+                    let take = left.min(*c);
+                    *c -= take;
+                    left -= take;
+                }
+                entries.retain(|&(_, c)| c > 0);
+                (true, retry(entries, 1))
+            }
+        };
         let used = used_at(entries, now);
         let newest = entries
             .iter()
@@ -222,7 +385,7 @@ fn sliding_log_reference(limit: u64, w: u64) -> impl FnMut(u64, u8, u64, u64) ->
         Some(Expect {
             allowed,
             limit,
-            remaining: limit - used,
+            remaining: limit.saturating_sub(used),
             reset_after: newest.map_or(0, |e| e - now),
             retry_after,
             delay: 0,
@@ -233,11 +396,17 @@ fn sliding_log_reference(limit: u64, w: u64) -> impl FnMut(u64, u8, u64, u64) ->
 // -------------------------------------------------------------- sliding window
 
 /// Every window's count; the weighted estimate is computed at any moment
-/// from the counts of that moment's window and the one before.
-fn sliding_window_reference(limit: u64, w: u64) -> impl FnMut(u64, u8, u64, u64) -> Option<Expect> {
+/// from the counts of that moment's window and the one before. A charge
+/// counts in the current window whatever is left (a window's count
+/// saturating at 2^52 / window, as documented); a refund takes from the
+/// current window, then from the previous one.
+fn sliding_window_reference(
+    limit: u64,
+    w: u64,
+) -> impl FnMut(u64, u8, Op, u64, u64) -> Option<Expect> {
     let mut counts: HashMap<(u8, u64), u64> = HashMap::new();
-    move |now, key, cost, _| {
-        if cost > limit {
+    move |now, key, op, cost, _| {
+        if op == Op::Check && cost > limit {
             return None;
         }
         // estimate·w at time t, if nothing else is admitted.
@@ -251,19 +420,40 @@ fn sliding_window_reference(limit: u64, w: u64) -> impl FnMut(u64, u8, u64, u64)
             };
             prev * (w - t % w) as u128 + curr * w as u128
         };
-        let fits = |counts: &HashMap<(u8, u64), u64>, t: u64| {
-            estimate(counts, t) + (cost * w) as u128 <= (limit * w) as u128
+        let fits = |counts: &HashMap<(u8, u64), u64>, t: u64, cost: u64| {
+            estimate(counts, t) + cost as u128 * w as u128 <= (limit * w) as u128
         };
-        let allowed = fits(&counts, now);
         let horizon = (now / w + 2) * w - now;
-        let retry_after = if allowed {
-            0
-        } else {
-            first(horizon, |d| fits(&counts, now + d))
+        let retry = |counts: &HashMap<(u8, u64), u64>, cost: u64| {
+            first(horizon, |d| fits(counts, now + d, cost))
         };
-        if allowed {
-            *counts.entry((key, now / w)).or_default() += cost;
-        }
+        let k = now / w;
+        let (allowed, retry_after) = match op {
+            Op::Check => {
+                let allowed = fits(&counts, now, cost);
+                let retry_after = retry(&counts, cost);
+                if allowed {
+                    *counts.entry((key, k)).or_default() += cost;
+                }
+                (allowed, retry_after)
+            }
+            Op::Charge => {
+                let allowed = fits(&counts, now, cost);
+                let count = counts.entry((key, k)).or_default();
+                *count = (*count + cost).min((1u64 << 52) / w);
+                (allowed, retry(&counts, 1))
+            }
+            _ => {
+                let curr = counts.entry((key, k)).or_default();
+                let from_curr = cost.min(*curr);
+                *curr -= from_curr;
+                if k > 0 {
+                    let prev = counts.entry((key, k - 1)).or_default();
+                    *prev -= (cost - from_curr).min(*prev);
+                }
+                (true, retry(&counts, 1))
+            }
+        };
         let e = estimate(&counts, now);
         Some(Expect {
             allowed,
@@ -280,38 +470,64 @@ fn sliding_window_reference(limit: u64, w: u64) -> impl FnMut(u64, u8, u64, u64)
 
 /// Tokens as an exact integer count of 1/per-µs token fractions: one token
 /// is `per` units and the bucket gains `rate` units a microsecond. Never
-/// reduced by a common divisor, unlike the crate.
+/// reduced by a common divisor, unlike the crate. A charge takes its tokens
+/// whatever is left (the count goes negative); a refund puts them back, up
+/// to a full bucket.
 fn token_bucket_reference(
     rate: u64,
     per: u64,
     burst: u64,
-) -> impl FnMut(u64, u8, u64, u64) -> Option<Expect> {
+) -> impl FnMut(u64, u8, Op, u64, u64) -> Option<Expect> {
     let cap = (burst as i128) * per as i128;
+    // The most debt, as documented: 2^52 of the crate's reduced units.
+    let floor = cap - (1i128 << 52) * gcd(rate, per) as i128;
     let mut buckets: HashMap<u8, (i128, u64)> = HashMap::new();
-    move |now, key, cost, max_wait| {
-        if cost > burst {
+    move |now, key, op, cost, max_wait| {
+        if op == Op::Check && cost > burst {
             return None;
         }
         let (tokens, at) = buckets.entry(key).or_insert((cap, now));
         *tokens = (*tokens + (now - *at) as i128 * rate as i128).min(cap);
         *at = now;
-        let need = (cost * per) as i128;
+        let need = (cost as i128) * per as i128;
         let level = *tokens;
-        let enough_after = |d: u64| level + d as i128 * rate as i128 >= need;
-        let wait = first(u64::MAX / 4, |d| enough_after(d.min(1 << 62)));
-        let allowed = wait <= max_wait;
-        if allowed {
-            *tokens -= need;
-        }
+        let wait_for = |level: i128, need: i128| {
+            first(u64::MAX / 4, |d| {
+                level + d.min(1 << 62) as i128 * rate as i128 >= need
+            })
+        };
+        let wait = wait_for(level, need);
+        let allowed = match op {
+            Op::Check => {
+                let allowed = wait <= max_wait;
+                if allowed {
+                    *tokens -= need;
+                }
+                allowed
+            }
+            Op::Charge => {
+                *tokens = (*tokens - need).max(floor);
+                level >= need
+            }
+            _ => {
+                *tokens = (*tokens + need).min(cap);
+                true
+            }
+        };
         let level = *tokens;
         let full_after = |d: u64| level + d as i128 * rate as i128 >= cap;
+        let (retry_after, delay) = match op {
+            Op::Check if allowed => (0, wait),
+            Op::Check => (wait - max_wait, 0),
+            _ => (wait_for(level, per as i128), 0),
+        };
         Some(Expect {
             allowed,
             limit: burst,
             remaining: (level.max(0) / per as i128) as u64,
             reset_after: first(u64::MAX / 4, |d| full_after(d.min(1 << 62))),
-            retry_after: if allowed { 0 } else { wait - max_wait },
-            delay: if allowed { wait } else { 0 },
+            retry_after,
+            delay,
         })
     }
 }
@@ -320,46 +536,65 @@ fn token_bucket_reference(
 
 /// The virtual finish time in 1/rate-µs units: a request of cost c adds
 /// `c·per` units of work and the bucket drains `rate` units a microsecond.
+/// A charge adds its work whatever the capacity; a refund takes work back,
+/// never leaving the finish time before now.
 fn leaky_bucket_reference(
     rate: u64,
     per: u64,
     capacity: u64,
-) -> impl FnMut(u64, u8, u64, u64) -> Option<Expect> {
+) -> impl FnMut(u64, u8, Op, u64, u64) -> Option<Expect> {
     let cap = capacity as u128 * per as u128;
+    // The most backlog, as documented: 2^52 of the crate's reduced units.
+    let most = (1u128 << 52) * gcd(rate, per) as u128;
     let mut finish: HashMap<u8, u128> = HashMap::new();
-    move |now, key, cost, _| {
-        if cost > capacity {
+    move |now, key, op, cost, _| {
+        if op == Op::Check && cost > capacity {
             return None;
         }
         let v = finish.entry(key).or_insert(0);
         let now_units = now as u128 * rate as u128;
         let backlog_at = |v: u128, d: u64| v.saturating_sub(now_units + d as u128 * rate as u128);
-        let need = (cost * per) as u128;
-        let backlog = backlog_at(*v, 0);
-        let allowed = backlog + need <= cap;
-        let retry_after = if allowed {
-            0
-        } else {
-            let v0 = *v;
+        let when = |v: u128, need: u128| {
             first(u64::MAX / 4, |d| {
-                backlog_at(v0, d.min(1 << 62)) + need <= cap
+                backlog_at(v, d.min(1 << 62)) + need <= cap
             })
         };
-        let delay = if allowed {
-            let v0 = *v;
-            first(u64::MAX / 4, |d| backlog_at(v0, d.min(1 << 62)) == 0)
-        } else {
-            0
+        let need = cost as u128 * per as u128;
+        let backlog = backlog_at(*v, 0);
+        let fits = backlog + need <= cap;
+        let (allowed, delay) = match op {
+            Op::Check => {
+                let v0 = *v;
+                let delay = if fits {
+                    first(u64::MAX / 4, |d| backlog_at(v0, d.min(1 << 62)) == 0)
+                } else {
+                    0
+                };
+                if fits && cost > 0 {
+                    *v = (*v).max(now_units) + need;
+                }
+                (fits, delay)
+            }
+            Op::Charge => {
+                *v = (*v).max(now_units) + need.min(most - backlog);
+                (fits, 0)
+            }
+            _ => {
+                *v = v.saturating_sub(need).max(now_units);
+                (true, 0)
+            }
         };
-        if allowed && cost > 0 {
-            *v = (*v).max(now_units) + need;
-        }
+        let retry_after = match op {
+            Op::Check if fits => 0,
+            Op::Check => when(*v, need),
+            _ => when(*v, per as u128),
+        };
         let after = backlog_at(*v, 0);
         let v1 = *v;
         Some(Expect {
             allowed,
             limit: capacity,
-            remaining: ((cap - after) / per as u128) as u64,
+            remaining: (cap.saturating_sub(after) / per as u128) as u64,
             reset_after: first(u64::MAX / 4, |d| backlog_at(v1, d.min(1 << 62)) == 0),
             retry_after,
             delay,
@@ -500,6 +735,74 @@ proptest! {
     }
 
     #[test]
+    fn fixed_window_usage_matches_reference(
+        (limit, w, trace) in (prop_oneof![1..=5u64, 1..=1000u64], period())
+            .prop_flat_map(|(l, w)| (Just(l), Just(w), usage_steps(w, l, 80))),
+        t0 in start(),
+    ) {
+        let policy = Policy::fixed_window("p", limit, Duration::from_micros(w)).unwrap();
+        replay_usage(&policy, t0, &trace, fixed_window_reference(limit, w))?;
+    }
+
+    #[test]
+    fn sliding_log_usage_matches_reference(
+        (limit, w, trace) in (prop_oneof![1..=5u64, 1..=200u64], period())
+            .prop_flat_map(|(l, w)| (Just(l), Just(w), usage_steps(w, l, 80))),
+        t0 in start(),
+    ) {
+        let policy = Policy::sliding_log("p", limit, Duration::from_micros(w)).unwrap();
+        replay_usage(&policy, t0, &trace, sliding_log_reference(limit, w))?;
+    }
+
+    #[test]
+    fn sliding_window_usage_matches_reference(
+        (limit, w, trace) in (prop_oneof![1..=5u64, 1..=100_000u64], period())
+            .prop_flat_map(|(l, w)| (Just(l), Just(w), usage_steps(w, l, 80))),
+        t0 in start(),
+    ) {
+        let Ok(policy) = Policy::sliding_window("p", limit, Duration::from_micros(w)) else {
+            return Ok(());
+        };
+        replay_usage(&policy, t0, &trace, sliding_window_reference(limit, w))?;
+    }
+
+    #[test]
+    fn token_bucket_usage_matches_reference(
+        (rate, per, burst, trace) in rate_per_burst()
+            .prop_flat_map(|(r, p, b)| (Just(r), Just(p), Just(b), usage_steps(p / r.min(p) + 1, b, 80))),
+        t0 in start(),
+    ) {
+        let Ok(policy) = Policy::token_bucket("p", rate, Duration::from_micros(per), burst) else {
+            return Ok(());
+        };
+        replay_usage(&policy, t0, &trace, token_bucket_reference(rate, per, burst))?;
+    }
+
+    #[test]
+    fn gcra_usage_matches_token_bucket_reference(
+        (rate, per, burst, trace) in rate_per_burst()
+            .prop_flat_map(|(r, p, b)| (Just(r), Just(p), Just(b), usage_steps(p / r.min(p) + 1, b, 80))),
+        t0 in start(),
+    ) {
+        let Ok(policy) = Policy::gcra("p", rate, Duration::from_micros(per), burst) else {
+            return Ok(());
+        };
+        replay_usage(&policy, t0, &trace, token_bucket_reference(rate, per, burst))?;
+    }
+
+    #[test]
+    fn leaky_bucket_usage_matches_reference(
+        (rate, per, capacity, trace) in rate_per_burst()
+            .prop_flat_map(|(r, p, b)| (Just(r), Just(p), Just(b), usage_steps(p / r.min(p) + 1, b, 80))),
+        t0 in start(),
+    ) {
+        let Ok(policy) = Policy::leaky_bucket("p", rate, Duration::from_micros(per), capacity) else {
+            return Ok(());
+        };
+        replay_usage(&policy, t0, &trace, leaky_bucket_reference(rate, per, capacity))?;
+    }
+
+    #[test]
     fn concurrency_matches_reference(
         limit in 1..=6u64,
         lease in period(),
@@ -549,6 +852,10 @@ proptest! {
             prop_assert_eq!(seen(&lease_got.decision), want, "step {}", i);
         }
     }
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 /// Rates, periods and bursts, including ones whose ratio is not a whole

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::params::{Divisor, MAX_EXACT, period, positive};
+use super::params::{Divisor, MAX_EXACT, MAX_OVERDRAFT, period, positive};
 use crate::decision::Verdict;
 use crate::{Decision, Result};
 
@@ -88,9 +88,73 @@ impl FixedWindow {
         Verdict {
             allowed,
             limit: self.limit,
-            remaining: self.limit - state.count,
+            // A charge may have left the count past the limit.
+            remaining: self.limit.saturating_sub(state.count),
             reset_after: if state.count == 0 { 0 } else { until_end },
             retry_after: if allowed { 0 } else { until_end },
+            delay: 0,
+        }
+    }
+
+    /// The window as of `now` (a stored window ahead of `now` stays
+    /// current, as in [`decide`](Self::decide)), and the µs to its end.
+    fn roll(&self, state: &mut FixedWindowState, now: u64) -> u64 {
+        let current = self.per_window.div(now);
+        if state.window < current {
+            *state = FixedWindowState {
+                window: current,
+                count: 0,
+            };
+        }
+        (state.window + 1) * self.window - now
+    }
+
+    /// Records `cost` (≤ 2^52) already used: counted whatever is left, so
+    /// the window may go past its limit (by at most [`MAX_OVERDRAFT`], where
+    /// the count saturates). `allowed` says whether it fitted.
+    pub fn charge(&self, state: &mut FixedWindowState, now: u64, cost: u64) -> Decision {
+        self.charge_micros(state, now, cost).decision()
+    }
+
+    /// [`charge`](Self::charge), times in whole microseconds.
+    pub(crate) fn charge_micros(
+        &self,
+        state: &mut FixedWindowState,
+        now: u64,
+        cost: u64,
+    ) -> Verdict {
+        let until_end = self.roll(state, now);
+        let allowed = state.count + cost <= self.limit;
+        state.count = (state.count + cost).min(self.limit + MAX_OVERDRAFT);
+        self.after_usage(state.count, until_end, allowed)
+    }
+
+    /// Gives `cost` back to the current window, down to an empty one.
+    pub fn refund(&self, state: &mut FixedWindowState, now: u64, cost: u64) -> Decision {
+        self.refund_micros(state, now, cost).decision()
+    }
+
+    /// [`refund`](Self::refund), times in whole microseconds.
+    pub(crate) fn refund_micros(
+        &self,
+        state: &mut FixedWindowState,
+        now: u64,
+        cost: u64,
+    ) -> Verdict {
+        let until_end = self.roll(state, now);
+        state.count -= cost.min(state.count);
+        self.after_usage(state.count, until_end, true)
+    }
+
+    /// The verdict of a charge or refund that left `count`: `retry_after`
+    /// is when a request of cost 1 would pass.
+    fn after_usage(&self, count: u64, until_end: u64, allowed: bool) -> Verdict {
+        Verdict {
+            allowed,
+            limit: self.limit,
+            remaining: self.limit.saturating_sub(count),
+            reset_after: if count == 0 { 0 } else { until_end },
+            retry_after: if count < self.limit { 0 } else { until_end },
             delay: 0,
         }
     }

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::params::{Rate, RateDivisors, units_ahead};
+use super::tat::{self, Move};
 use crate::decision::Verdict;
 use crate::{Decision, Result};
 
@@ -146,6 +147,40 @@ impl LeakyBucket {
                 0
             },
         }
+    }
+
+    /// Records `cost` (≤ 2^52) already used, whatever is left: the finish time moves past the capacity (by at most
+    /// [`MAX_DEBT`](super::MAX_DEBT) scaled units of debt, where it
+    /// saturates). `allowed` says whether it fitted.
+    pub fn charge(&self, state: &mut LeakyBucketState, now: u64, cost: u64) -> Decision {
+        self.usage_micros(state, now, Move::Charge, cost).decision()
+    }
+
+    /// Gives `cost` back: the time moves earlier, never before `now`.
+    pub fn refund(&self, state: &mut LeakyBucketState, now: u64, cost: u64) -> Decision {
+        self.usage_micros(state, now, Move::Refund, cost).decision()
+    }
+
+    /// A charge or a refund, times in whole microseconds.
+    pub(crate) fn usage_micros(
+        &self,
+        state: &mut LeakyBucketState,
+        now: u64,
+        op: Move,
+        cost: u64,
+    ) -> Verdict {
+        let time = (&mut state.micros, &mut state.frac);
+        let (rate, div) = (&self.rate, &self.div);
+        tat::apply(
+            rate,
+            div,
+            self.capacity,
+            self.scaled_capacity,
+            time,
+            now,
+            op,
+            cost,
+        )
     }
 }
 

@@ -7,13 +7,17 @@ mod leaky_bucket;
 mod params;
 mod sliding_log;
 mod sliding_window;
+mod tat;
 mod token_bucket;
 
 pub use concurrency::{Concurrency, ConcurrencyState, LeaseId};
 pub use fixed_window::{FixedWindow, FixedWindowState};
 pub use gcra::{Gcra, GcraState};
 pub use leaky_bucket::{LeakyBucket, LeakyBucketState};
-pub use params::{MAX_EXACT, MAX_LOG_ENTRIES, MAX_PERIOD, MIN_PERIOD, Rate};
+pub use params::{
+    MAX_DEBT, MAX_EXACT, MAX_LOG_ENTRIES, MAX_OVERDRAFT, MAX_PERIOD, MAX_USAGE_COST, MIN_PERIOD,
+    Rate,
+};
 pub use sliding_log::{SlidingLog, SlidingLogState};
 pub use sliding_window::{SlidingWindow, SlidingWindowState};
 pub use token_bucket::{TokenBucket, TokenBucketState};
@@ -22,6 +26,29 @@ pub(crate) use params::MAX_SCALED;
 
 use crate::Decision;
 use crate::decision::Verdict;
+
+#[doc = include_str!("../docs/usage.md")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Usage {
+    /// Consumes the cost whatever is left: the key may go into debt.
+    Charge,
+    /// Gives the cost back, never past a fresh state.
+    Refund,
+    /// Consumes as much of the cost as is available now (possibly 0).
+    AtMost,
+}
+
+impl Usage {
+    /// `charge`, `refund` or `check_at_most`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Usage::Charge => "charge",
+            Usage::Refund => "refund",
+            Usage::AtMost => "check_at_most",
+        }
+    }
+}
 
 /// An algorithm with its validated parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -147,5 +174,72 @@ impl Algorithm {
             (Algorithm::Concurrency(a), State::Concurrency(s)) => a.peek_micros(s, now),
             _ => unreachable!("the state was made to match the algorithm above"),
         }
+    }
+
+    /// Applies a usage operation of `cost` at `now` (cost at most
+    /// [`MAX_USAGE_COST`]), updating `state`; the decision's `granted` is
+    /// what [`Usage::AtMost`] granted. A state of another algorithm is
+    /// replaced by a fresh one first. Concurrency policies peek (stores
+    /// refuse usage on them before coming here).
+    pub fn usage(&self, state: &mut State, now: u64, op: Usage, cost: u64) -> Decision {
+        let (verdict, granted) = self.usage_micros(state, now, op, cost);
+        verdict.decision().with_granted(granted)
+    }
+
+    /// [`usage`](Self::usage), times in whole microseconds, with what was
+    /// granted.
+    pub(crate) fn usage_micros(
+        &self,
+        state: &mut State,
+        now: u64,
+        op: Usage,
+        cost: u64,
+    ) -> (Verdict, u64) {
+        if !self.owns(state) {
+            *state = self.fresh_state();
+        }
+        if op == Usage::AtMost {
+            // What a check could admit now is what a peek leaves; the
+            // grant is then a check that fits, or, when nothing is left, a
+            // check of 1 that is denied with its retry.
+            let available = self.decide_micros(state, now, 0, 0).remaining;
+            let granted = cost.min(available);
+            let ask = if granted == 0 { cost.min(1) } else { granted };
+            return (self.decide_micros(state, now, ask, 0), granted);
+        }
+        let charge = op == Usage::Charge;
+        let verdict = match (self, state) {
+            (Algorithm::FixedWindow(a), State::FixedWindow(s)) if charge => {
+                a.charge_micros(s, now, cost)
+            }
+            (Algorithm::FixedWindow(a), State::FixedWindow(s)) => a.refund_micros(s, now, cost),
+            (Algorithm::SlidingWindow(a), State::SlidingWindow(s)) if charge => {
+                a.charge_micros(s, now, cost)
+            }
+            (Algorithm::SlidingWindow(a), State::SlidingWindow(s)) => a.refund_micros(s, now, cost),
+            (Algorithm::SlidingLog(a), State::SlidingLog(s)) if charge => {
+                a.charge_micros(s, now, cost)
+            }
+            (Algorithm::SlidingLog(a), State::SlidingLog(s)) => a.refund_micros(s, now, cost),
+            (Algorithm::TokenBucket(a), State::TokenBucket(s)) if charge => {
+                a.charge_micros(s, now, cost)
+            }
+            (Algorithm::TokenBucket(a), State::TokenBucket(s)) => a.refund_micros(s, now, cost),
+            (Algorithm::Gcra(a), State::Gcra(s)) => a.usage_micros(s, now, tat_move(op), cost),
+            (Algorithm::LeakyBucket(a), State::LeakyBucket(s)) => {
+                a.usage_micros(s, now, tat_move(op), cost)
+            }
+            (Algorithm::Concurrency(a), State::Concurrency(s)) => a.peek_micros(s, now),
+            _ => unreachable!("the state was made to match the algorithm above"),
+        };
+        (verdict, 0)
+    }
+}
+
+/// A charge or refund as the TAT algorithms take it.
+fn tat_move(op: Usage) -> tat::Move {
+    match op {
+        Usage::Charge => tat::Move::Charge,
+        _ => tat::Move::Refund,
     }
 }

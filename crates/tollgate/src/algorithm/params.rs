@@ -21,6 +21,18 @@ pub const MAX_PERIOD: Duration = Duration::from_secs(365 * 86_400);
 /// one entry per admitted request.
 pub const MAX_LOG_ENTRIES: u64 = 10_000;
 
+/// How far past its limit a window or log counts: usage charged beyond
+/// this (2^48 units over the limit) saturates. A key that far in debt is
+/// denied until its window ends whatever else is charged.
+pub const MAX_OVERDRAFT: u64 = 1 << 48;
+
+/// The most debt a bucket keeps, in scaled units (2^52): usage charged
+/// beyond saturates (at the slowest rate, 142 years of refill).
+pub const MAX_DEBT: u64 = 1 << 52;
+
+/// The largest cost a charge, a refund or `check_at_most` takes (2^52).
+pub const MAX_USAGE_COST: u64 = 1 << 52;
+
 /// Budget for a bucket's scaled level (`burst * per`, reservation debt
 /// included): 2^50, so that sums of a few of them stay exact.
 pub(crate) const MAX_SCALED: u64 = 1 << 50;

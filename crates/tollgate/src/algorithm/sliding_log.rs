@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use super::params::{MAX_LOG_ENTRIES, period, positive};
+use super::params::{MAX_LOG_ENTRIES, MAX_OVERDRAFT, period, positive};
 use crate::decision::Verdict;
 use crate::{Decision, Result};
 
@@ -127,7 +127,123 @@ impl SlidingLog {
         Verdict {
             allowed,
             limit: self.limit,
-            remaining: self.limit - used_after,
+            // A charge may have left the log past the limit.
+            remaining: self.limit.saturating_sub(used_after),
+            reset_after: reset_at.saturating_sub(now),
+            retry_after: retry_at.saturating_sub(now),
+            delay: 0,
+        }
+    }
+
+    /// The log as of `now` with aged entries dropped: the time requests
+    /// are taken at and the cost that counts.
+    fn trim(&self, state: &mut SlidingLogState, now: u64) -> (u64, u64) {
+        let at = state.newest().map_or(now, |s| s.max(now));
+        let log = &mut state.log;
+        while log.get(1).is_some_and(|&(s, _)| s + self.window <= at) {
+            log.pop_front();
+        }
+        let used = match (log.front(), log.back()) {
+            (Some(&(_, base)), Some(&(_, total))) => total.wrapping_sub(base),
+            _ => 0,
+        };
+        (at, used)
+    }
+
+    /// Records `cost` (≤ 2^52) already used as an entry, whatever is left:
+    /// the log may count past its limit (by at most [`MAX_OVERDRAFT`]). A
+    /// log already holding `limit` entries adds the cost to its newest
+    /// entry and moves that entry to now, so a log never holds more than
+    /// `limit` entries and debt is never forgotten early.
+    pub fn charge(&self, state: &mut SlidingLogState, now: u64, cost: u64) -> Decision {
+        self.charge_micros(state, now, cost).decision()
+    }
+
+    /// [`charge`](Self::charge), times in whole microseconds.
+    pub(crate) fn charge_micros(
+        &self,
+        state: &mut SlidingLogState,
+        now: u64,
+        cost: u64,
+    ) -> Verdict {
+        let (at, used) = self.trim(state, now);
+        let allowed = used + cost <= self.limit;
+        let add = cost.min(self.limit + MAX_OVERDRAFT - used);
+        let log = &mut state.log;
+        let entries = log.len().saturating_sub(1) as u64;
+        if add > 0 {
+            match log.back_mut() {
+                Some((s, t)) if used > 0 && (*s == at || entries >= self.limit) => {
+                    *s = at;
+                    *t = t.wrapping_add(add);
+                }
+                _ => {
+                    let total = log.back().map_or(0, |&(_, t)| t);
+                    if log.is_empty() {
+                        log.push_back((0, 0));
+                    }
+                    log.push_back((at, total.wrapping_add(add)));
+                }
+            }
+        }
+        self.after_usage(state, now, at, allowed)
+    }
+
+    /// Gives `cost` back, the newest entries first, down to an empty log.
+    pub fn refund(&self, state: &mut SlidingLogState, now: u64, cost: u64) -> Decision {
+        self.refund_micros(state, now, cost).decision()
+    }
+
+    /// [`refund`](Self::refund), times in whole microseconds.
+    pub(crate) fn refund_micros(
+        &self,
+        state: &mut SlidingLogState,
+        now: u64,
+        cost: u64,
+    ) -> Verdict {
+        let (at, _) = self.trim(state, now);
+        let log = &mut state.log;
+        let mut left = cost;
+        while left > 0 && log.len() > 1 {
+            let before = log[log.len() - 2].1;
+            let (_, total) = log.back_mut().expect("two entries");
+            let entry = total.wrapping_sub(before);
+            if entry <= left {
+                left -= entry;
+                log.pop_back();
+            } else {
+                *total = total.wrapping_sub(left);
+                left = 0;
+            }
+        }
+        if log.len() == 1 {
+            log.clear();
+        }
+        self.after_usage(state, now, at, true)
+    }
+
+    /// The verdict on the log a charge or refund left: `retry_after` is
+    /// when a request of cost 1 would pass.
+    fn after_usage(&self, state: &SlidingLogState, now: u64, at: u64, allowed: bool) -> Verdict {
+        let log = &state.log;
+        let (base, total) = match (log.front(), log.back()) {
+            (Some(&(_, base)), Some(&(_, total))) => (base, total),
+            _ => (0, 0),
+        };
+        let used = total.wrapping_sub(base);
+        let retry_at = if used < self.limit {
+            now
+        } else {
+            log.iter()
+                .skip(1)
+                .find(|&&(_, t)| total.wrapping_sub(t) < self.limit)
+                .map_or(at, |&(s, _)| s + self.window)
+        };
+        let reset_at = state.newest().map_or(now, |s| s + self.window);
+        Verdict {
+            allowed,
+            limit: self.limit,
+            remaining: self.limit.saturating_sub(used),
             reset_after: reset_at.saturating_sub(now),
             retry_after: retry_at.saturating_sub(now),
             delay: 0,

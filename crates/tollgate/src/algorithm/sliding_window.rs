@@ -129,4 +129,103 @@ impl SlidingWindow {
             delay: 0,
         }
     }
+
+    /// The windows as of `now`: `(window, prev, curr)`, as
+    /// [`decide`](Self::decide) reads them.
+    fn roll(&self, state: &SlidingWindowState, now: u64) -> (u64, u64, u64) {
+        let current = self.per_window.div(now);
+        if state.window + 1 == current {
+            (current, state.curr, 0)
+        } else if state.window < current {
+            (current, 0, 0)
+        } else {
+            (state.window, state.prev, state.curr)
+        }
+    }
+
+    /// The most a window counts: `curr · window` stays below 2^52, so the
+    /// weighted sum stays exact; usage charged beyond saturates (it is at
+    /// least the limit, and denies the whole next window).
+    fn max_count(&self) -> u64 {
+        MAX_EXACT / 2 / self.window
+    }
+
+    /// Records `cost` (≤ 2^52) already used, in the current window,
+    /// whatever is left: the estimate may go past the limit.
+    pub fn charge(&self, state: &mut SlidingWindowState, now: u64, cost: u64) -> Decision {
+        self.charge_micros(state, now, cost).decision()
+    }
+
+    /// [`charge`](Self::charge), times in whole microseconds.
+    pub(crate) fn charge_micros(
+        &self,
+        state: &mut SlidingWindowState,
+        now: u64,
+        cost: u64,
+    ) -> Verdict {
+        let (window, prev, curr) = self.roll(state, now);
+        let w = self.window;
+        let weighted_prev = prev * (w - now.saturating_sub(window * w));
+        // curr + cost above the limit never fits, so the product is only
+        // formed when it is small.
+        let allowed =
+            curr + cost <= self.limit && weighted_prev + (curr + cost) * w <= self.limit * w;
+        let curr = (curr + cost).min(self.max_count());
+        *state = SlidingWindowState { window, prev, curr };
+        self.after_usage(now, window, prev, curr, allowed)
+    }
+
+    /// Gives `cost` back, from the current window first, then from the
+    /// previous one, down to empty windows.
+    pub fn refund(&self, state: &mut SlidingWindowState, now: u64, cost: u64) -> Decision {
+        self.refund_micros(state, now, cost).decision()
+    }
+
+    /// [`refund`](Self::refund), times in whole microseconds.
+    pub(crate) fn refund_micros(
+        &self,
+        state: &mut SlidingWindowState,
+        now: u64,
+        cost: u64,
+    ) -> Verdict {
+        let (window, prev, curr) = self.roll(state, now);
+        let from_curr = cost.min(curr);
+        let prev = prev - (cost - from_curr).min(prev);
+        let curr = curr - from_curr;
+        *state = SlidingWindowState { window, prev, curr };
+        self.after_usage(now, window, prev, curr, true)
+    }
+
+    /// The verdict on the counts a charge or refund left: `retry_after` is
+    /// when a request of cost 1 would pass.
+    fn after_usage(&self, now: u64, window: u64, prev: u64, curr: u64, allowed: bool) -> Verdict {
+        let (w, l) = (self.window, self.limit);
+        let start = window * w;
+        // prev, curr ≤ max_count, so each product is below 2^52.
+        let weighted_prev = prev * (w - now.saturating_sub(start));
+        let used = weighted_prev + curr * w;
+        let retry_at = if used + w <= l * w {
+            now
+        } else if curr < l {
+            // prev > 0 here, else the request would fit.
+            start + w - (l - curr - 1) * w / prev
+        } else {
+            start + w + w.saturating_sub((l - 1) * w / curr)
+        };
+        let reset_at = if curr > 0 {
+            start + 2 * w
+        } else if prev > 0 {
+            start + w
+        } else {
+            now
+        };
+        Verdict {
+            allowed,
+            limit: l,
+            remaining: self.per_window.div((l * w).saturating_sub(used)),
+            reset_after: reset_at.saturating_sub(now),
+            retry_after: retry_at.saturating_sub(now),
+            delay: 0,
+        }
+    }
 }

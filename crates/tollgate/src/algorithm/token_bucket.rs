@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::params::{Rate, RateDivisors};
+use super::params::{MAX_DEBT, Rate, RateDivisors};
 use crate::decision::Verdict;
 use crate::{Decision, Result};
 
@@ -154,6 +154,72 @@ impl TokenBucket {
             },
             retry_after: if allowed { 0 } else { late + wait - max_wait },
             delay: if allowed { wait } else { 0 },
+        }
+    }
+
+    /// Records `cost` (≤ 2^52) already used, whatever is left: the bucket
+    /// may go negative (by at most [`MAX_DEBT`] scaled units, where the
+    /// deficit saturates), and refills from there. `allowed` says whether
+    /// it fitted.
+    pub fn charge(&self, state: &mut TokenBucketState, now: u64, cost: u64) -> Decision {
+        self.charge_micros(state, now, cost).decision()
+    }
+
+    /// [`charge`](Self::charge), times in whole microseconds.
+    pub(crate) fn charge_micros(
+        &self,
+        state: &mut TokenBucketState,
+        now: u64,
+        cost: u64,
+    ) -> Verdict {
+        self.refill(state, now);
+        let total = state
+            .deficit
+            .saturating_add(cost.saturating_mul(self.rate.units_per_token));
+        let allowed = total <= self.capacity;
+        state.deficit = total.min(MAX_DEBT);
+        self.after_usage(state, now, allowed)
+    }
+
+    /// Gives `cost` back, up to a full bucket.
+    pub fn refund(&self, state: &mut TokenBucketState, now: u64, cost: u64) -> Decision {
+        self.refund_micros(state, now, cost).decision()
+    }
+
+    /// [`refund`](Self::refund), times in whole microseconds.
+    pub(crate) fn refund_micros(
+        &self,
+        state: &mut TokenBucketState,
+        now: u64,
+        cost: u64,
+    ) -> Verdict {
+        self.refill(state, now);
+        let back = cost.saturating_mul(self.rate.units_per_token);
+        state.deficit -= back.min(state.deficit);
+        self.after_usage(state, now, true)
+    }
+
+    /// The verdict on the bucket a charge or refund left: `retry_after` is
+    /// when a request of cost 1 would pass.
+    fn after_usage(&self, state: &TokenBucketState, now: u64, allowed: bool) -> Verdict {
+        let late = state.at - now;
+        let over = (state.deficit + self.rate.units_per_token).saturating_sub(self.capacity);
+        Verdict {
+            allowed,
+            limit: self.burst,
+            remaining: self
+                .div
+                .per_token
+                .div(self.capacity.saturating_sub(state.deficit)),
+            reset_after: match state.deficit {
+                0 => 0,
+                deficit => late + self.div.per_micro.div_ceil(deficit),
+            },
+            retry_after: match over {
+                0 => 0,
+                over => late + self.div.per_micro.div_ceil(over),
+            },
+            delay: 0,
         }
     }
 }

@@ -10,7 +10,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use crate::algorithm::LeaseId;
+use crate::algorithm::{LeaseId, Usage};
 use crate::{Decision, Policy, Result};
 
 pub(crate) use self::memory::key as composite;
@@ -97,6 +97,84 @@ pub trait Store: Debug + Send + Sync {
 
     /// Forgets everything about `key` under `policy`.
     fn reset<'a>(&'a self, policy: &'a Policy, key: &'a [u8]) -> BoxFuture<'a, Result<()>>;
+
+    /// A usage operation of `cost` (at most 2^52) on `key`: what
+    /// [`charge`](Self::charge), [`refund`](Self::refund) and
+    /// [`check_at_most`](Self::check_at_most) do, one atomic step on the
+    /// key's state. Concurrency policies answer `unsupported`.
+    fn usage<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        op: Usage,
+        cost: u64,
+    ) -> BoxFuture<'a, Result<Decision>>;
+
+    /// Records usage that already happened: consumes `cost` even past the
+    /// limit, so the key may go into debt (a window counts past its limit,
+    /// a bucket goes negative, GCRA's TAT moves past the burst tolerance, a
+    /// sliding log records the entry), and later requests are denied until
+    /// time has paid the debt back. The decision describes the state after
+    /// the charge: `allowed` says whether the charge fitted without debt,
+    /// `retry_after` when a request of cost 1 would pass.
+    fn charge<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        cost: u64,
+    ) -> BoxFuture<'a, Result<Decision>> {
+        self.usage(policy, key, Usage::Charge, cost)
+    }
+
+    /// Gives back capacity consumed but not used, never making the key
+    /// fresher than fresh: a count not below 0, a bucket not above its
+    /// burst, a TAT not before now; a sliding log gives back its newest
+    /// entries first. The decision describes the state after the refund
+    /// (`allowed` is true; `retry_after` is when a request of cost 1 would
+    /// pass).
+    fn refund<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        cost: u64,
+    ) -> BoxFuture<'a, Result<Decision>> {
+        self.usage(policy, key, Usage::Refund, cost)
+    }
+
+    /// Grants as much of `max_cost` as is available now, possibly 0, and
+    /// consumes exactly that: the decision's
+    /// [`granted`](Decision::granted). When nothing is granted (and
+    /// `max_cost` > 0) it is a denial whose `retry_after` is when a
+    /// request of cost 1 would pass. `max_cost` may exceed the limit.
+    fn check_at_most<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        max_cost: u64,
+    ) -> BoxFuture<'a, Result<Decision>> {
+        self.usage(policy, key, Usage::AtMost, max_cost)
+    }
+
+    /// Settles a request admitted with cost `estimate` whose work turned
+    /// out to cost `actual`: charges `actual − estimate` when positive,
+    /// refunds `estimate − actual` when negative (a charge of 0 otherwise,
+    /// which only reads the state). So the units charged to the key add up
+    /// to the sum of the actual costs exactly, as long as each settle
+    /// comes while the state still holds its estimate (see the crate docs,
+    /// "Usage-based limits").
+    fn settle<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        estimate: u64,
+        actual: u64,
+    ) -> BoxFuture<'a, Result<Decision>> {
+        if actual >= estimate {
+            self.usage(policy, key, Usage::Charge, actual - estimate)
+        } else {
+            self.usage(policy, key, Usage::Refund, estimate - actual)
+        }
+    }
 }
 
 /// Waits for a reservation: reserves `cost` with a wait of at most

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use super::Request;
 use super::composite::KeyRef;
-use crate::algorithm::Concurrency;
+use crate::algorithm::{Concurrency, Usage};
 use crate::{Error, Policy, Result, validate_key};
 
 /// A check (or a peek) of `cost`: not on a concurrency policy, which only
@@ -67,6 +67,14 @@ pub(crate) fn check_many(requests: &[Request<'_>], atomic: bool) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// A charge, a refund or a `check_at_most`: not on a concurrency policy,
+/// a cost of at most 2^52.
+#[inline]
+pub(crate) fn usage(policy: &Policy, key: &[u8], op: Usage, cost: u64) -> Result<()> {
+    validate_key(key)?;
+    policy.validate_usage(op, cost)
 }
 
 /// A reset: any policy, a valid key.

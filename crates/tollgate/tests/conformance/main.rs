@@ -4,7 +4,9 @@
 //! store whose primary is down and breaker open, under each failure policy
 //! (`local` passes every case as a memory store would; `allow` and `deny`
 //! pass those that hold for a store that admits or refuses everything
-//! valid).
+//! valid). Usage (charge, refund, check_at_most, settle) is the one thing
+//! no fallback answers: the stores of record run the settle case, the
+//! fallbacks the case that says so.
 
 mod suite;
 
@@ -49,6 +51,7 @@ mod memory {
     }
 
     conformance!(make);
+    conformance!(make, only: settled_usage_adds_up_to_the_actual_costs);
 }
 
 #[cfg(feature = "redis")]
@@ -67,6 +70,7 @@ mod redis_standalone {
     }
 
     conformance!(make);
+    conformance!(make, only: settled_usage_adds_up_to_the_actual_costs);
 }
 
 #[cfg(feature = "redis")]
@@ -85,6 +89,7 @@ mod redis_cluster {
     }
 
     conformance!(make);
+    conformance!(make, only: settled_usage_adds_up_to_the_actual_costs);
 }
 
 #[cfg(feature = "redis")]
@@ -97,7 +102,7 @@ mod fallback_local {
     }
 
     conformance!(make);
-    conformance!(make, only: the_failure_policy_answers_every_operation);
+    conformance!(make, only: the_failure_policy_answers_every_operation, usage_is_never_answered_by_the_fallback);
 }
 
 #[cfg(feature = "redis")]
@@ -109,7 +114,7 @@ mod fallback_allow {
         Harness::fallback(OnFailure::Allow, clock).await
     }
 
-    conformance!(make, only: bad_input_is_rejected_before_the_store, the_failure_policy_answers_every_operation);
+    conformance!(make, only: bad_input_is_rejected_before_the_store, the_failure_policy_answers_every_operation, usage_is_never_answered_by_the_fallback);
 }
 
 #[cfg(feature = "redis")]
@@ -121,5 +126,5 @@ mod fallback_deny {
         Harness::fallback(OnFailure::Deny, clock).await
     }
 
-    conformance!(make, only: bad_input_is_rejected_before_the_store, the_failure_policy_answers_every_operation);
+    conformance!(make, only: bad_input_is_rejected_before_the_store, the_failure_policy_answers_every_operation, usage_is_never_answered_by_the_fallback);
 }

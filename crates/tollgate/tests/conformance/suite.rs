@@ -637,3 +637,79 @@ pub(crate) async fn the_failure_policy_answers_every_operation(h: &Harness, _clo
         }
     }
 }
+
+/// The settle guarantee, under concurrency: 8 tasks each admit requests
+/// with an estimated cost and settle them with their actual cost (some
+/// below, some above, some equal), interleaved with one another; the
+/// clock stands still, so nothing refills or ages out, and what the key
+/// has used at the end is exactly the sum of the actual costs of the
+/// admitted requests. A refund lost or a charge applied twice shows.
+pub(crate) async fn settled_usage_adds_up_to_the_actual_costs(h: &Harness, _clock: &ManualClock) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let hour = Duration::from_secs(3600);
+    let limit = 5_000;
+    let policies = [
+        Policy::fixed_window("settle-fw", limit, hour).unwrap(),
+        Policy::sliding_window("settle-sw", limit, hour).unwrap(),
+        Policy::sliding_log("settle-sl", limit, hour).unwrap(),
+        Policy::token_bucket("settle-tb", 1, hour, limit).unwrap(),
+        Policy::gcra("settle-gcra", 1, hour, limit).unwrap(),
+        Policy::leaky_bucket("settle-lb", 1, hour, limit).unwrap(),
+    ];
+    for policy in &policies {
+        let actual_total = AtomicU64::new(0);
+        let store = &h.store;
+        let tasks = (0..8u64).map(|t| {
+            let actual_total = &actual_total;
+            async move {
+                let mut rng = fastrand::Rng::with_seed(t);
+                for _ in 0..25 {
+                    let estimate = rng.u64(1..=12);
+                    let actual = rng.u64(0..=24);
+                    let d = store.check(policy, b"settle", estimate).await.unwrap();
+                    if d.allowed {
+                        tokio::task::yield_now().await;
+                        store
+                            .settle(policy, b"settle", estimate, actual)
+                            .await
+                            .unwrap();
+                        actual_total.fetch_add(actual, Ordering::Relaxed);
+                    }
+                }
+            }
+        });
+        futures_util::future::join_all(tasks).await;
+        let used = actual_total.into_inner();
+        let name = policy.algorithm().name();
+        assert!(used > 0 && used < limit, "{name}: {used}");
+        let peek = h.store.check(policy, b"settle", 0).await.unwrap();
+        assert_eq!(peek.remaining, limit - used, "{name}");
+    }
+}
+
+/// With its primary store down, a resilient store answers no usage
+/// operation from its fallback, whatever its failure policy: a usage
+/// record is refused with `store_unavailable` for the caller to keep and
+/// retry, never dropped and never kept only in a local limiter; bad input
+/// is still refused as such.
+#[cfg(feature = "redis")]
+pub(crate) async fn usage_is_never_answered_by_the_fallback(h: &Harness, _clock: &ManualClock) {
+    let fw = Policy::fixed_window("fb-usage", 10, secs(60)).unwrap();
+    let cc = Policy::concurrency("fb-usage-cc", 1, secs(60)).unwrap();
+    for round in 0..3 {
+        for op in [
+            tollgate::Usage::Charge,
+            tollgate::Usage::Refund,
+            tollgate::Usage::AtMost,
+        ] {
+            let r = h.store.usage(&fw, b"k", op, 3).await;
+            assert_eq!(r, Err(Error::StoreUnavailable), "round {round}: {op:?}");
+        }
+        let r = h.store.settle(&fw, b"k", 5, 2).await;
+        assert_eq!(r, Err(Error::StoreUnavailable), "round {round}");
+        let bad = h.store.charge(&cc, b"k", 1).await.unwrap_err();
+        assert_eq!(bad.code(), "unsupported");
+        let bad = h.store.charge(&fw, b"", 1).await.unwrap_err();
+        assert_eq!(bad.code(), "invalid_key");
+    }
+}

@@ -13,7 +13,7 @@ use crate::store::{Request, validate};
 use crate::{Decision, Result};
 
 impl<C: Clock> MemoryStore<C> {
-    /// [`Store::check_many`] without an executor.
+    /// [`Store::check_many`](crate::Store::check_many) without an executor.
     pub fn check_many_sync(&self, requests: &[Request<'_>], atomic: bool) -> Result<Vec<Decision>> {
         validate::check_many(requests, atomic)?;
         if !atomic {

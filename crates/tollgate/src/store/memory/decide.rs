@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::{MemoryStore, shard_of};
-use crate::algorithm::{Algorithm, LeaseId, State};
+use crate::algorithm::{Algorithm, LeaseId, State, Usage};
 use crate::clock::Clock;
 use crate::decision::Verdict;
 use crate::store::{Lease, validate};
@@ -17,13 +17,14 @@ use super::key::KeyRef;
 #[derive(Debug, Clone, Copy)]
 pub(super) enum Op {
     Check { cost: u64, max_wait: u64 },
+    Usage { op: Usage, cost: u64 },
     Acquire(LeaseId),
     Release(LeaseId),
 }
 
 impl<C: Clock> MemoryStore<C> {
     /// Decides a request now, without an executor: the memory store never
-    /// waits, so this is what [`Store::check`] does.
+    /// waits, so this is what [`Store::check`](crate::Store::check) does.
     #[inline]
     pub fn check_sync(&self, policy: &Policy, key: &[u8], cost: u64) -> Result<Decision> {
         validate::check(policy, key, cost)?;
@@ -33,7 +34,7 @@ impl<C: Clock> MemoryStore<C> {
             .decision())
     }
 
-    /// [`Store::reserve`] without an executor.
+    /// [`Store::reserve`](crate::Store::reserve) without an executor.
     pub fn reserve_sync(
         &self,
         policy: &Policy,
@@ -48,7 +49,23 @@ impl<C: Clock> MemoryStore<C> {
             .decision())
     }
 
-    /// [`Store::acquire_lease`] without an executor.
+    /// [`Store::usage`](crate::Store::usage) without an executor:
+    /// [`Store::charge`](crate::Store::charge),
+    /// [`Store::refund`](crate::Store::refund) and
+    /// [`Store::check_at_most`](crate::Store::check_at_most).
+    pub fn usage_sync(
+        &self,
+        policy: &Policy,
+        key: &[u8],
+        op: Usage,
+        cost: u64,
+    ) -> Result<Decision> {
+        validate::usage(policy, key, op, cost)?;
+        let (verdict, granted) = self.apply(policy, key, Op::Usage { op, cost });
+        Ok(verdict.decision().with_granted(granted))
+    }
+
+    /// [`Store::acquire_lease`](crate::Store::acquire_lease) without an executor.
     pub fn acquire_lease_sync(&self, policy: &Policy, key: &[u8]) -> Result<Lease> {
         validate::lease(policy, key, "acquire_lease")?;
         let id = LeaseId::random();
@@ -59,10 +76,10 @@ impl<C: Clock> MemoryStore<C> {
         })
     }
 
-    /// [`Store::release_lease`] without an executor.
+    /// [`Store::release_lease`](crate::Store::release_lease) without an executor.
     pub fn release_lease_sync(&self, policy: &Policy, key: &[u8], lease: LeaseId) -> Result<bool> {
         validate::lease(policy, key, "release_lease")?;
-        Ok(self.apply(policy, key, Op::Release(lease)).1)
+        Ok(self.apply(policy, key, Op::Release(lease)).1 == 1)
     }
 
     /// Forgets `key` under `policy`.
@@ -78,10 +95,11 @@ impl<C: Clock> MemoryStore<C> {
     }
 
     /// Runs `op` on the key's state under its shard's lock. Returns the
-    /// verdict and, for a release, whether the lease was held (a verdict,
+    /// verdict and its count (1 when a released lease was held, what a
+    /// `check_at_most` granted; a verdict,
     /// not a `Decision`: the callers make that inline, where it is used,
     /// rather than copying a freshly written one at once, which stalls).
-    pub(super) fn apply(&self, policy: &Policy, key: &[u8], op: Op) -> (Verdict, bool) {
+    pub(super) fn apply(&self, policy: &Policy, key: &[u8], op: Op) -> (Verdict, u64) {
         let k = KeyRef::new(policy, key);
         let hash = self.hash(&k);
         let algorithm = policy.algorithm();
@@ -121,31 +139,33 @@ impl<C: Clock> MemoryStore<C> {
     }
 }
 
-/// One operation on a state that belongs to `algorithm`.
+/// One operation on a state that belongs to `algorithm`, with its count:
+/// 1 when a released lease was held, what a `check_at_most` granted.
 #[inline]
-fn run(algorithm: &Algorithm, state: &mut State, now: u64, op: Op) -> (Verdict, bool) {
+fn run(algorithm: &Algorithm, state: &mut State, now: u64, op: Op) -> (Verdict, u64) {
     match (algorithm, op) {
         (_, Op::Check { cost, max_wait }) => {
-            (algorithm.decide_micros(state, now, cost, max_wait), false)
+            (algorithm.decide_micros(state, now, cost, max_wait), 0)
         }
+        (_, Op::Usage { op, cost }) => algorithm.usage_micros(state, now, op, cost),
         (Algorithm::Concurrency(c), Op::Acquire(id)) => match state {
-            State::Concurrency(s) => (c.acquire_micros(s, now, id), false),
+            State::Concurrency(s) => (c.acquire_micros(s, now, id), 0),
             _ => {
                 let mut fresh = Default::default();
                 let v = c.acquire_micros(&mut fresh, now, id);
                 *state = State::Concurrency(fresh);
-                (v, false)
+                (v, 0)
             }
         },
         (Algorithm::Concurrency(c), Op::Release(id)) => match state {
             State::Concurrency(s) => {
                 let held = c.release(s, now, id);
-                (c.peek_micros(s, now), held)
+                (c.peek_micros(s, now), held as u64)
             }
-            _ => (algorithm.decide_micros(state, now, 0, 0), false),
+            _ => (algorithm.decide_micros(state, now, 0, 0), 0),
         },
         // Leases are refused before reaching here for other algorithms.
-        (_, Op::Acquire(_) | Op::Release(_)) => (algorithm.decide_micros(state, now, 0, 0), false),
+        (_, Op::Acquire(_) | Op::Release(_)) => (algorithm.decide_micros(state, now, 0, 0), 0),
     }
 }
 

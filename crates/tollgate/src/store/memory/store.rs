@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::MemoryStore;
-use crate::algorithm::LeaseId;
+use crate::algorithm::{LeaseId, Usage};
 use crate::clock::Clock;
 use crate::store::{BoxFuture, Lease, Request, Store};
 use crate::{Decision, Policy, Result};
@@ -60,5 +60,15 @@ impl<C: Clock> Store for MemoryStore<C> {
 
     fn reset<'a>(&'a self, policy: &'a Policy, key: &'a [u8]) -> BoxFuture<'a, Result<()>> {
         Box::pin(std::future::ready(self.reset_sync(policy, key)))
+    }
+
+    fn usage<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        op: Usage,
+        cost: u64,
+    ) -> BoxFuture<'a, Result<Decision>> {
+        Box::pin(std::future::ready(self.usage_sync(policy, key, op, cost)))
     }
 }

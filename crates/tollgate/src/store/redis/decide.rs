@@ -8,7 +8,7 @@ use super::RedisStore;
 use super::algorithm;
 use super::form::Form;
 use super::pack::{Arg, pack};
-use super::reply::decision;
+use super::reply::{WindowReply, decision};
 use super::server_window::ServerWindow;
 use crate::{Decision, Policy, Result};
 
@@ -75,9 +75,13 @@ impl RedisStore {
             let deadline = self.inner.deadline.map_or(0, |d| sent + d);
             let args = w.args(cost, deadline);
             let script = ServerWindow::script(&self.inner.scripts, &args);
-            let reply = self.run_integer(script, &redis_key, &args).await?;
+            let reply = self.run_window(script, &redis_key, &args).await?;
             let error = self.inner.offset_error.load(Ordering::Relaxed);
-            return w.decision(reply, sent.saturating_sub(error), self.server_now() + error);
+            let (earliest, latest) = (sent.saturating_sub(error), self.server_now() + error);
+            return match reply {
+                WindowReply::Value(v) => w.decision(v, earliest, latest),
+                WindowReply::InDebt(v) => w.decision_in_debt(v, earliest, latest),
+            };
         }
         let algorithm = policy.algorithm();
         let [time, deadline] = self.time_args()?;

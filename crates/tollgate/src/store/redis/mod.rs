@@ -31,6 +31,7 @@ mod sentinel;
 mod server_bucket;
 mod server_window;
 mod store;
+mod usage;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64};

@@ -58,6 +58,47 @@ impl RedisStore {
     }
 }
 
+/// What fixed_window_server.lua replies: its integer, or the value of a
+/// window charged past its limit (a table of that one value).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum WindowReply {
+    /// The integer reply.
+    Value(i64),
+    /// A window in debt: its (negative) value.
+    InDebt(i64),
+}
+
+impl RedisStore {
+    /// Runs fixed_window_server.lua (or its batch wrapper's body).
+    pub(super) async fn run_window(
+        &self,
+        script: &Script,
+        key: &[u8],
+        args: &[String],
+    ) -> Result<WindowReply> {
+        let args: Vec<Arg<'_>> = args.iter().map(|a| Arg::Str(a)).collect();
+        let reply: redis::Value = script
+            .run(&self.inner.conn, &[key], &args)
+            .await
+            .map_err(|e| store_error(&e))?;
+        match reply {
+            redis::Value::Int(v) => Ok(WindowReply::Value(v)),
+            redis::Value::Array(values) => match values[..] {
+                [redis::Value::Int(v)] => Ok(WindowReply::InDebt(v)),
+                _ => Err(Error::Store {
+                    kind: StoreErrorKind::Protocol,
+                    message: format!("{} replied an unexpected table", script.name()),
+                }),
+            },
+            redis::Value::Nil => Err(late(script)),
+            other => Err(Error::Store {
+                kind: StoreErrorKind::Protocol,
+                message: format!("{} replied {other:?}", script.name()),
+            }),
+        }
+    }
+}
+
 /// The error of a script that ran after its deadline (and wrote nothing).
 fn late(script: &Script) -> Error {
     Error::Store {
@@ -70,14 +111,25 @@ fn late(script: &Script) -> Error {
 }
 
 /// A decision from a script's reply: allowed, remaining, reset, retry,
-/// delay (whole numbers, checked by `run`).
+/// delay (whole numbers, checked by `run`), and for the usage scripts
+/// what was granted.
 pub(super) fn decision(policy: &Policy, reply: &[f64]) -> Result<Decision> {
-    let [allowed, remaining, reset, retry, delay] = reply[..] else {
+    let (five, granted) = match reply {
+        [five @ .., granted] if reply.len() == 6 => (five, *granted),
+        five => (five, 0.0),
+    };
+    let &[allowed, remaining, reset, retry, delay] = five else {
         return Err(Error::Store {
             kind: StoreErrorKind::Protocol,
-            message: format!("a script replied {} values instead of 5", reply.len()),
+            message: format!("a script replied {} values instead of 5 or 6", reply.len()),
         });
     };
+    if granted < 0.0 {
+        return Err(Error::Store {
+            kind: StoreErrorKind::Protocol,
+            message: format!("a script granted a negative cost: {reply:?}"),
+        });
+    }
     if [remaining, reset, retry, delay].iter().any(|&v| v < 0.0) {
         return Err(Error::Store {
             kind: StoreErrorKind::Protocol,
@@ -91,5 +143,6 @@ pub(super) fn decision(policy: &Policy, reply: &[f64]) -> Result<Decision> {
         reset as u64,
         retry as u64,
         delay as u64,
-    ))
+    )
+    .with_granted(granted as u64))
 }

@@ -115,6 +115,66 @@ end
     };
 }
 
+/// The entry point of a usage script (see `lua/usage_prologue.lua`): the
+/// time, the deadline, the operation and up to five of the algorithm's
+/// numbers, packed (or as text from tools); six doubles back.
+macro_rules! usage_entry {
+    ($function:literal, $args:literal) => {
+        concat!(
+            "
+local time, deadline, op, a1, a2, a3, a4, a5
+if #ARGV[1] % 8 == 0 and #ARGV == 1 then
+  time, deadline, op, a1, a2, a3, a4, a5 = struct.unpack('<' .. string.rep('d', #ARGV[1] / 8), ARGV[1])
+else
+  time, deadline, op, a1, a2, a3, a4, a5 = tonumber(ARGV[1]), tonumber(ARGV[2]),
+    tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]),
+    tonumber(ARGV[7]), tonumber(ARGV[8])
+end
+",
+            server_time!(),
+            "return struct.pack('<dddddd', ",
+            $function,
+            "(KEYS[1], time, op, ",
+            $args,
+            "))
+"
+        )
+    };
+}
+
+/// A usage script: the prologues, the algorithm's usage file, its entry.
+macro_rules! usage_script {
+    ($($file:literal),+ ; $function:literal, $args:literal) => {
+        concat!(
+            include_str!("lua/prologue.lua"),
+            include_str!("lua/usage_prologue.lua"),
+            $(include_str!(concat!("lua/", $file)),)+
+            usage_entry!($function, $args)
+        )
+    };
+}
+
+pub(crate) const FIXED_WINDOW_USAGE: &str =
+    usage_script!("usage_ops.lua", "fixed_window_usage.lua"; "fixed_window_usage", "a1, a2, a3");
+pub(crate) const SLIDING_WINDOW_USAGE: &str =
+    usage_script!("sliding_window_usage.lua"; "sliding_window_usage", "a1, a2, a3");
+pub(crate) const SLIDING_LOG_USAGE: &str = usage_script!("decimal.lua", "usage_ops.lua", "sliding_log_usage.lua"; "sliding_log_usage", "a1, a2, a3");
+pub(crate) const TOKEN_BUCKET_USAGE: &str = usage_script!("usage_ops.lua", "token_bucket_usage.lua"; "token_bucket_usage", "a1, a2, a3, a4");
+// GCRA's numbers end with its max_wait, 0; the leaky bucket's with the
+// cost, after which the caller puts 1: the shaper, whose admissions wait
+// their backlog.
+pub(crate) const TAT_USAGE: &str =
+    usage_script!("usage_ops.lua", "tat_usage.lua"; "tat_usage", "a1, a2, a3, a4, a5");
+pub(crate) const BUCKET_SERVER_USAGE: &str = concat!(
+    include_str!("lua/prologue.lua"),
+    include_str!("lua/bucket_server_usage.lua")
+);
+pub(crate) const FIXED_WINDOW_SERVER_USAGE: &str = concat!(
+    include_str!("lua/prologue.lua"),
+    include_str!("lua/usage_ops.lua"),
+    include_str!("lua/fixed_window_server_usage.lua")
+);
+
 // Fixed window's last argument is the cost as text too (the last ARGV in
 // both forms), so its HINCRBY need not print the number.
 pub(crate) const FIXED_WINDOW: &str = script!("fixed_window.lua";
@@ -274,6 +334,15 @@ pub(crate) struct Scripts {
     pub(crate) leaky_bucket: Script,
     pub(crate) concurrency: Script,
     pub(crate) batch: Script,
+    /// Charge, refund and check_at_most (`lua/*_usage.lua`).
+    pub(crate) fixed_window_usage: Script,
+    pub(crate) sliding_window_usage: Script,
+    pub(crate) sliding_log_usage: Script,
+    pub(crate) token_bucket_usage: Script,
+    /// GCRA's and the leaky bucket's.
+    pub(crate) tat_usage: Script,
+    pub(crate) bucket_server_usage: Script,
+    pub(crate) fixed_window_server_usage: Script,
 }
 
 impl Scripts {
@@ -293,10 +362,20 @@ impl Scripts {
             leaky_bucket: Script::new("leaky_bucket", LEAKY_BUCKET),
             concurrency: Script::new("concurrency", CONCURRENCY),
             batch: Script::new("batch", BATCH),
+            fixed_window_usage: Script::new("fixed_window_usage", FIXED_WINDOW_USAGE),
+            sliding_window_usage: Script::new("sliding_window_usage", SLIDING_WINDOW_USAGE),
+            sliding_log_usage: Script::new("sliding_log_usage", SLIDING_LOG_USAGE),
+            token_bucket_usage: Script::new("token_bucket_usage", TOKEN_BUCKET_USAGE),
+            tat_usage: Script::new("tat_usage", TAT_USAGE),
+            bucket_server_usage: Script::new("bucket_server_usage", BUCKET_SERVER_USAGE),
+            fixed_window_server_usage: Script::new(
+                "fixed_window_server_usage",
+                FIXED_WINDOW_SERVER_USAGE,
+            ),
         }
     }
 
-    pub(crate) fn all(&self) -> [&Script; 11] {
+    pub(crate) fn all(&self) -> [&Script; 18] {
         [
             &self.fixed_window,
             &self.fixed_window_server,
@@ -309,6 +388,13 @@ impl Scripts {
             &self.leaky_bucket,
             &self.concurrency,
             &self.batch,
+            &self.fixed_window_usage,
+            &self.sliding_window_usage,
+            &self.sliding_log_usage,
+            &self.token_bucket_usage,
+            &self.tat_usage,
+            &self.bucket_server_usage,
+            &self.fixed_window_server_usage,
         ]
     }
 }

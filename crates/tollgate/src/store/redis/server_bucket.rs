@@ -5,14 +5,15 @@
 //! decision.
 
 use crate::algorithm::{
-    Algorithm, GcraState, LeakyBucketState, MAX_EXACT, State, TokenBucketState,
+    Algorithm, GcraState, LeakyBucketState, MAX_DEBT, MAX_EXACT, State, TokenBucketState, Usage,
 };
 use crate::{Decision, Error, Result, StoreErrorKind};
 
 /// The most backlog, in scaled units, a reply may name: a state's debt
 /// stays within the capacity plus the longest reservation (each below
-/// 2^50, see `Policy::validate_reservation`).
-const MAX_BACKLOG_UNITS: u64 = 1 << 52;
+/// 2^50, see `Policy::validate_reservation`), or within what a charge
+/// leaves, [`MAX_DEBT`].
+const MAX_BACKLOG_UNITS: u64 = MAX_DEBT;
 
 /// A bucket on the server's clock: its interval and capacity in whole ms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,6 +24,8 @@ pub(super) struct ServerBucket {
     capacity: u64,
     /// The key's suffix, which the batch also names the form by.
     tag: &'static str,
+    /// The most backlog a charge leaves, in ms: [`MAX_DEBT`] scaled units.
+    max_backlog: u64,
 }
 
 impl ServerBucket {
@@ -45,6 +48,7 @@ impl ServerBucket {
                 // At most the capacity in scaled units (below 2^50).
                 capacity: tokens * interval,
                 tag,
+                max_backlog: MAX_DEBT / units_per_ms,
             }
         })
     }
@@ -88,16 +92,75 @@ impl ServerBucket {
     ) -> Result<Decision> {
         let admitted = reply >= 0;
         let backlog = if admitted { reply } else { -1 - reply } as u64;
+        let mut state = self.state_at(algorithm, backlog, "bucket_server", reply)?;
+        let verdict = algorithm.decide_micros(&mut state, 0, cost, max_wait);
+        if verdict.allowed != admitted {
+            return Err(Error::Store {
+                kind: StoreErrorKind::Protocol,
+                message: format!(
+                    "bucket_server replied {reply}, but a cost of {cost} on that backlog is {}",
+                    if verdict.allowed {
+                        "admitted"
+                    } else {
+                        "denied"
+                    }
+                ),
+            });
+        }
+        Ok(verdict.decision())
+    }
+
+    /// The arguments of `lua/bucket_server_usage.lua`, as text.
+    pub(super) fn usage_args(&self, op: Usage, cost: u64, deadline: u64) -> Vec<String> {
+        [
+            usage_op(op),
+            cost,
+            self.interval,
+            self.capacity,
+            self.max_backlog,
+            deadline,
+        ]
+        .iter()
+        .map(u64::to_string)
+        .collect()
+    }
+
+    /// The decision of a usage operation from `lua/bucket_server_usage.lua`'s
+    /// reply (the backlog in ms before it): the algorithm's own operation on
+    /// a state that far ahead of now.
+    pub(super) fn usage_decision(
+        &self,
+        algorithm: &Algorithm,
+        reply: i64,
+        op: Usage,
+        cost: u64,
+    ) -> Result<Decision> {
+        let backlog = u64::try_from(reply).map_err(|_| Error::Store {
+            kind: StoreErrorKind::Protocol,
+            message: format!("bucket_server_usage replied {reply}, a negative backlog"),
+        })?;
+        let mut state = self.state_at(algorithm, backlog, "bucket_server_usage", reply)?;
+        Ok(algorithm.usage(&mut state, 0, op, cost))
+    }
+
+    /// At now = 0, the state whose TAT (or finish time) is `backlog` ms
+    /// ahead.
+    fn state_at(
+        &self,
+        algorithm: &Algorithm,
+        backlog: u64,
+        script: &str,
+        reply: i64,
+    ) -> Result<State> {
         let protocol = |why: &str| Error::Store {
             kind: StoreErrorKind::Protocol,
-            message: format!("bucket_server replied {reply}, {why}"),
+            message: format!("{script} replied {reply}, {why}"),
         };
         let micros = backlog
             .checked_mul(1000)
             .filter(|&m| m < MAX_EXACT)
             .ok_or_else(|| protocol("a backlog beyond any this policy keeps"))?;
-        // At now = 0, the state whose TAT (or finish time) is `micros` ahead.
-        let mut state = match algorithm {
+        Ok(match algorithm {
             Algorithm::TokenBucket(a) => {
                 let deficit = micros
                     .checked_mul(a.rate().units_per_micro)
@@ -110,19 +173,17 @@ impl ServerBucket {
             other => {
                 return Err(protocol(&format!("but the policy is a {}", other.name())));
             }
-        };
-        let verdict = algorithm.decide_micros(&mut state, 0, cost, max_wait);
-        if verdict.allowed != admitted {
-            return Err(protocol(&format!(
-                "but a cost of {cost} on that backlog is {}",
-                if verdict.allowed {
-                    "admitted"
-                } else {
-                    "denied"
-                }
-            )));
-        }
-        Ok(verdict.decision())
+        })
+    }
+}
+
+/// The operation as the usage scripts name it: 1 charge, 2 refund, 3
+/// check_at_most.
+pub(super) fn usage_op(op: Usage) -> u64 {
+    match op {
+        Usage::Charge => 1,
+        Usage::Refund => 2,
+        _ => 3,
     }
 }
 
@@ -146,7 +207,8 @@ mod tests {
             Some(ServerBucket {
                 interval: 100,
                 capacity: 2000,
-                tag: "tbs"
+                tag: "tbs",
+                max_backlog: (1 << 52) / 1000,
             })
         );
         let gcra = Policy::gcra("g", 120, Duration::from_secs(60), 5).unwrap();

@@ -93,6 +93,40 @@ impl ServerWindow {
                 ),
             });
         }
+        Ok(self.in_window(allowed, remaining, tag, earliest, latest))
+    }
+
+    /// The decision from the value of a window charged past its limit
+    /// (the script's reply is then a table of that negative value): a
+    /// denial with nothing left, its window named by the value modulo 16.
+    pub(super) fn decision_in_debt(
+        &self,
+        value: i64,
+        earliest: u64,
+        latest: u64,
+    ) -> Result<Decision> {
+        let tag = value.rem_euclid(16) as u64;
+        if value >= 0 || !(1..=8).contains(&tag) {
+            return Err(Error::Store {
+                kind: StoreErrorKind::Protocol,
+                message: format!(
+                    "fixed_window_server replied [{value}], which names no window in debt"
+                ),
+            });
+        }
+        Ok(self.in_window(false, 0, tag, earliest, latest))
+    }
+
+    /// The decision in the window that `tag` names, the script having run
+    /// in `[earliest, latest]` on the server's clock.
+    fn in_window(
+        &self,
+        allowed: bool,
+        remaining: u64,
+        tag: u64,
+        earliest: u64,
+        latest: u64,
+    ) -> Decision {
         // The window whose index is tag - 1 modulo 4 nearest to the middle
         // of the interval the script ran in.
         let middle = earliest / 2 + latest / 2;
@@ -106,9 +140,7 @@ impl ServerWindow {
             .saturating_sub(earliest)
             .clamp(1, self.window);
         let retry = if allowed { 0 } else { until_end };
-        Ok(Decision::from_micros(
-            allowed, self.limit, remaining, until_end, retry, 0,
-        ))
+        Decision::from_micros(allowed, self.limit, remaining, until_end, retry, 0)
     }
 }
 
@@ -167,6 +199,16 @@ mod tests {
         // A value without a tag, or with more left than the limit, is not
         // ours; neither is its denial.
         assert!(w.decision(-1, start, start + 1000).is_err());
+        // A window in debt: -3 left in window k is -48 + tag.
+        let tag = (k % 4 + 1) as i64;
+        let d = w
+            .decision_in_debt(-48 + tag, start + 300_000, start + 301_000)
+            .unwrap();
+        assert!(!d.allowed);
+        assert_eq!(d.remaining, 0);
+        assert_eq!(d.retry_after, Duration::from_millis(700));
+        assert!(w.decision_in_debt(48 + tag, start, start + 1000).is_err());
+        assert!(w.decision_in_debt(-48, start, start + 1000).is_err());
         for value in [16, 9, 6 * 16 + 1] {
             assert!(w.decision(value, start, start + 1000).is_err(), "{value}");
             assert!(

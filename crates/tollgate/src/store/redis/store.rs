@@ -5,7 +5,7 @@ use std::time::Duration;
 use super::RedisStore;
 use super::error::store_error;
 use super::lease::LeaseOp;
-use crate::algorithm::LeaseId;
+use crate::algorithm::{LeaseId, Usage};
 use crate::store::validate;
 use crate::store::{BoxFuture, Lease, Request, Store};
 use crate::{Decision, Policy, Result};
@@ -97,6 +97,19 @@ impl Store for RedisStore {
                 .await
                 .map_err(|e| store_error(&e))?;
             Ok(())
+        })
+    }
+
+    fn usage<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        op: Usage,
+        cost: u64,
+    ) -> BoxFuture<'a, Result<Decision>> {
+        Box::pin(async move {
+            validate::usage(policy, key, op, cost)?;
+            self.usage_op(policy, key, op, cost).await
         })
     }
 }

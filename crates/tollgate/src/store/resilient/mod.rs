@@ -21,7 +21,7 @@ use self::fallback::Fallback;
 pub use self::on_failure::OnFailure;
 use self::probe::Probe;
 use super::{BoxFuture, Lease, Request, Store, validate};
-use crate::algorithm::LeaseId;
+use crate::algorithm::{LeaseId, Usage};
 use crate::metrics;
 use crate::{Clock, Decision, Error, Policy, Result};
 
@@ -218,6 +218,36 @@ impl Store for ResilientStore {
             }
             self.inner.fallback.reset(policy, key)?;
             match self.attempt(|| self.inner.primary.reset(policy, key)).await {
+                Attempt::Answered(result) => result,
+                Attempt::Unavailable => Err(Error::StoreUnavailable),
+            }
+        })
+    }
+
+    /// Passed through to the primary store. While it is unavailable the
+    /// answer is [`Error::StoreUnavailable`], whatever the failure policy:
+    /// a usage record is the caller's to keep and retry, never dropped or
+    /// kept only in a local fallback that is discarded when the store is
+    /// back. A refund forgets the key's cached denial, which it may have
+    /// ended.
+    fn usage<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        op: Usage,
+        cost: u64,
+    ) -> BoxFuture<'a, Result<Decision>> {
+        Box::pin(async move {
+            validate::usage(policy, key, op, cost)?;
+            if op == Usage::Refund
+                && let Some(cache) = &self.inner.deny_cache
+            {
+                cache.forget(policy, key);
+            }
+            match self
+                .attempt(|| self.inner.primary.usage(policy, key, op, cost))
+                .await
+            {
                 Attempt::Answered(result) => result,
                 Attempt::Unavailable => Err(Error::StoreUnavailable),
             }

@@ -38,12 +38,16 @@ local function decide(i, now, peek, dry)
       args[3] = 'dry'
     end
     local v = fixed_window_server({key}, args)
+    local until_end = (math.floor(now / window) + 1) * window - now
+    if type(v) == 'table' then
+      -- A window charged past its limit: denied, nothing left.
+      return {0, 0, until_end, until_end, 0}
+    end
     local allowed = v >= 0
     if not allowed then
       v = -1 - v
     end
     local remaining, reset = limit, 0
-    local until_end = (math.floor(now / window) + 1) * window - now
     if v > 0 then
       remaining, reset = math.floor(v / 16), until_end
     end

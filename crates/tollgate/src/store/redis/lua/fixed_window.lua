@@ -83,8 +83,14 @@ local function fixed_window(key, now, limit, window, cost, cost_text, dry)
   if count == 0 then
     reset = 0
   end
-  if allowed then
-    return 1, limit - count, reset, 0, 0
+  -- A window charged past its limit (fixed_window_usage.lua) has nothing
+  -- left.
+  local remaining = 0
+  if count < limit then
+    remaining = limit - count
   end
-  return 0, limit - count, reset, until_end, 0
+  if allowed then
+    return 1, remaining, reset, 0, 0
+  end
+  return 0, remaining, reset, until_end, 0
 end

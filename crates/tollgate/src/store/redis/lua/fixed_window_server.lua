@@ -31,9 +31,13 @@
 -- Reply    one integer: the key's value after the decision (0 for a peek
 --          or dry run that finds no window), or, when denied, -1 minus the
 --          value (which the denial left as it was); false (nil) when the
---          deadline passed. The caller reads remaining and tag from it; it
---          knows the window's length and, within a round trip, the
---          server's time, which with the tag gives the window's end exactly.
+--          deadline passed. A window charged past its limit
+--          (fixed_window_server_usage.lua) has a negative value, whose tag
+--          is still its value modulo 16 (Lua's modulo is floored): every
+--          request is denied, and the reply is a table of that one value.
+--          The caller reads remaining and tag from it; it knows the
+--          window's length and, within a round trip, the server's time,
+--          which with the tag gives the window's end exactly.
 -- Time     the window is the one of the server's time at the command (the
 --          snapshot Redis takes for expiry, in ms, exact for windows of
 --          whole ms); `TIME` is read only to create a key, for a key that
@@ -73,6 +77,9 @@ if ARGV[2] then
         v = 0
       end
     end
+    if v < 0 then
+      return {v}
+    end
     if v > 0 and v - cost < 0 then
       return -1 - v
     end
@@ -100,6 +107,10 @@ if tag == 0 or tag > 4 then
   end
 end
 if v < 0 then
-  return -1 - redis.call('INCRBY', key, cost)
+  v = redis.call('INCRBY', key, cost)
+  if v < 0 then
+    return {v}
+  end
+  return -1 - v
 end
 return v

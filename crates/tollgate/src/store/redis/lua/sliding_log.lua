@@ -60,5 +60,10 @@ local function sliding_log(key, now, limit, window, cost, dry)
   if retry < 0 then
     retry = 0
   end
-  return allowed and 1 or 0, limit - used, reset, retry, 0
+  -- A log charged past its limit (sliding_log_usage.lua) has nothing left.
+  local remaining = 0
+  if used < limit then
+    remaining = limit - used
+  end
+  return allowed and 1 or 0, remaining, reset, retry, 0
 end

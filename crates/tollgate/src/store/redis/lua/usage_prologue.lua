@@ -1,0 +1,27 @@
+-- usage_prologue.lua: the contract shared by the usage scripts
+-- (fixed_window_usage.lua, sliding_window_usage.lua,
+-- sliding_log_usage.lua, token_bucket_usage.lua, tat_usage.lua): charge,
+-- refund and check_at_most, each one atomic call on the key the
+-- algorithm's own script keeps (same layout, same TTL rule).
+--
+-- ARGV[1]  packed doubles (see prologue.lua): time, deadline, the
+--          operation (1 charge, 2 refund, 3 check_at_most), then the
+--          numbers the algorithm's own script takes, in its order, with
+--          the cost (or check_at_most's max_cost, <= 2^52) in the cost's
+--          place
+-- Reply    six doubles: allowed, remaining, reset_after, retry_after,
+--          delay, granted; or the single double -1 when the deadline
+--          passed
+-- Rules    (the Rust algorithms' `charge_micros`, `refund_micros` and
+--          `Algorithm::usage_micros`, which the tests hold these to)
+--          charge consumes the cost whatever is left: the key goes into
+--          debt (a window counts past its limit, by at most 2^48; a
+--          bucket's debt grows, up to 2^52 scaled units); `allowed` says
+--          whether it fitted; `retry_after` is when a request of 1 would
+--          pass. refund gives the cost back down to a fresh state
+--          (`allowed` is 1). check_at_most grants min(max_cost, what is
+--          left), consumes it, and answers as a check of what it granted,
+--          or, when nothing is, of 1 (denied), or of 0 for max_cost 0.
+-- Writes   only when the state changes; a state back to fresh is deleted;
+--          every write re-arms the expiry to when the state is fresh
+--          again, so a key in debt lives until its debt is repaid.
