@@ -609,33 +609,51 @@ fn instructions() {
             .get_multiplexed_async_connection()
             .await
             .unwrap();
-        let mut measured: Vec<(&str, Op)> = policies()
+        // The fixed window with a deadline, as the service runs it (the
+        // deadline long enough that the slowed server never misses it: its
+        // length does not change the check's cost): one caller, whose
+        // calls leave alone, and 64, whose calls queue and leave in groups
+        // that read the clock once.
+        let with_deadline = Arc::new(
+            RedisStore::builder([url.as_str()])
+                .prefix("deadline:")
+                .deadline(Duration::from_secs(10))
+                .connect()
+                .await
+                .expect("connect"),
+        );
+        let fw = Arc::new(policies().remove(0));
+        let mut measured: Vec<(&str, Op, usize)> = policies()
             .into_iter()
             .map(|p| {
                 let p = Arc::new(p);
-                (label(&p), Arc::new(decide(&store, &p)) as Op)
+                (label(&p), Arc::new(decide(&store, &p)) as Op, 1)
             })
             .collect();
-        measured.extend(client_time_buckets(&url).await);
+        for (name, callers) in [("fixed_window deadline", 1), ("fw deadline 64 busy", 64)] {
+            measured.push((name, Arc::new(decide(&with_deadline, &fw)) as Op, callers));
+        }
+        measured.extend(
+            client_time_buckets(&url)
+                .await
+                .into_iter()
+                .map(|(name, op)| (name, op, 1)),
+        );
         for (name, text) in FLOORS {
-            measured.push((name, floor(&conn, text)));
+            measured.push((name, floor(&conn, text), 1));
         }
         for (name, text) in PEERS {
-            measured.push((name, peer(&conn, text)));
+            measured.push((name, peer(&conn, text), 1));
         }
         println!(
             "instructions per decision inside EVALSHA (callgrind, {calls} decisions on 100 \
-             keys each; concurrency is an acquire and its release, two calls)"
+             keys per caller; concurrency is an acquire and its release, two calls)"
         );
-        for (name, op) in measured {
+        for (name, op, callers) in measured {
             // The keys exist before counting starts, as in steady traffic.
-            for n in 0..100 {
-                op(0, n).await;
-            }
+            run_callers(&op, callers, 100).await;
             callgrind_control(&["-z", &pid]);
-            for n in 0..calls {
-                op(0, n).await;
-            }
+            run_callers(&op, callers, calls / callers as u64).await;
             let before = dumps(&dir);
             callgrind_control(&["-d", &pid]);
             let total = loop {
@@ -645,12 +663,34 @@ fn instructions() {
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
             };
-            println!("{name:<22} {:>7.1}k", total as f64 / calls as f64 / 1000.0);
+            let decisions = calls / callers as u64 * callers as u64;
+            println!(
+                "{name:<22} {:>7.1}k",
+                total as f64 / decisions as f64 / 1000.0
+            );
         }
     });
     valgrind.kill().ok();
     valgrind.wait().ok();
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `op` from `callers` concurrent tasks, `each` calls each (caller `c`'s
+/// call `n`).
+async fn run_callers(op: &Op, callers: usize, each: u64) {
+    let tasks: Vec<_> = (0..callers)
+        .map(|c| {
+            let op = op.clone();
+            tokio::spawn(async move {
+                for n in 0..each {
+                    op(c, n).await;
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
 }
 
 fn callgrind_control(args: &[&str]) {

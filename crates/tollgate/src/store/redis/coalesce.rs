@@ -19,6 +19,15 @@
 //! NOSCRIPT in a pipeline is one caller's, who reloads and tries again as
 //! it would alone. An error of the whole pipeline (the connection lost, the
 //! response timeout) goes to every caller in it.
+//!
+//! Server-clock fixed-window checks that carry a deadline queue apart
+//! ([`Coalescer::query_window`]): a flush sends them, at most
+//! [`MAX_PIPELINE`] at a time, as one call of
+//! `lua/fixed_window_server_group.lua`, which reads the server's clock
+//! once for all of them instead of once each (the clock read is most of
+//! what a deadline costs the server). The group's deadline is the
+//! earliest of its checks'; each check's reply, or its own error, goes to
+//! its caller.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -43,6 +52,8 @@ const QUEUE_FROM: usize = 32;
 /// A queue of commands in front of one standalone connection.
 pub(crate) struct Coalescer {
     conn: ConnectionManager,
+    /// The SHA1 of `lua/fixed_window_server_group.lua` as loaded.
+    group_sha: String,
     queue: Mutex<Queue>,
     /// Commands sent and not yet answered.
     in_flight: AtomicUsize,
@@ -67,18 +78,52 @@ impl std::fmt::Debug for Coalescer {
     }
 }
 
+type Waiter = oneshot::Sender<RedisResult<Value>>;
+
 #[derive(Default)]
 struct Queue {
     commands: Vec<Cmd>,
-    waiters: Vec<oneshot::Sender<RedisResult<Value>>>,
+    waiters: Vec<Waiter>,
+    /// Window checks, to leave as groups (see the module's docs).
+    windows: Vec<(WindowCheck, Waiter)>,
     /// Whether a flush is spawned and has not yet taken the queue.
     scheduled: bool,
+}
+
+/// One server-clock fixed-window check with a deadline, as the group
+/// script takes it.
+#[derive(Debug, Clone)]
+pub(crate) struct WindowCheck {
+    pub(crate) key: Vec<u8>,
+    /// The cost times 16 (see `lua/fixed_window_server.lua`), at least 16.
+    pub(crate) cost16: u64,
+    /// When, on the server's clock (µs), the check must have run.
+    pub(crate) deadline: u64,
+}
+
+/// What a pipeline carries: a caller's own command, or a group of window
+/// checks whose reply is an array, one element per caller.
+enum Item {
+    One(Cmd, Waiter),
+    Group(Cmd, Vec<Waiter>),
+}
+
+impl Item {
+    fn calls(&self) -> usize {
+        match self {
+            Item::One(..) => 1,
+            Item::Group(_, waiters) => waiters.len(),
+        }
+    }
 }
 
 impl Coalescer {
     pub(crate) fn new(conn: ConnectionManager) -> Coalescer {
         Coalescer {
             conn,
+            group_sha: redis::Script::new(super::scripts::FIXED_WINDOW_SERVER_GROUP)
+                .get_hash()
+                .to_string(),
             queue: Mutex::new(Queue::default()),
             in_flight: AtomicUsize::new(0),
             pipelines: AtomicU64::new(0),
@@ -89,22 +134,55 @@ impl Coalescer {
     /// Sends `cmd`, at once or in the next pipeline, and waits for its
     /// reply.
     pub(crate) async fn query(self: &Arc<Self>, cmd: Cmd) -> RedisResult<Value> {
-        let busy = self.in_flight.load(Ordering::Relaxed) >= QUEUE_FROM;
-        let Some(runtime) = busy
-            .then(tokio::runtime::Handle::try_current)
-            .and_then(Result::ok)
-        else {
+        let Some(runtime) = self.busy() else {
             // Few commands in flight (or no runtime to run a flush): alone,
             // at once.
             self.in_flight.fetch_add(1, Ordering::Relaxed);
             let _sent = InFlight(&self.in_flight, 1);
             return cmd.query_async(&mut self.conn.clone()).await;
         };
+        self.enqueue(&runtime, |queue, sender| {
+            queue.commands.push(cmd);
+            queue.waiters.push(sender);
+        })
+        .await
+    }
+
+    /// Queues a window check for the next group, when the server is busy
+    /// enough that calls queue; `None` when it is not (the caller then
+    /// sends its own script call, which leaves at once).
+    pub(crate) async fn query_window(
+        self: &Arc<Self>,
+        check: WindowCheck,
+    ) -> Option<RedisResult<Value>> {
+        let runtime = self.busy()?;
+        Some(
+            self.enqueue(&runtime, |queue, sender| {
+                queue.windows.push((check, sender));
+            })
+            .await,
+        )
+    }
+
+    /// The runtime to flush on, when enough commands are in flight that a
+    /// new one should queue.
+    fn busy(&self) -> Option<tokio::runtime::Handle> {
+        let busy = self.in_flight.load(Ordering::Relaxed) >= QUEUE_FROM;
+        busy.then(tokio::runtime::Handle::try_current)
+            .and_then(Result::ok)
+    }
+
+    /// Queues with `push`, spawning the flush if this is a burst's first,
+    /// and waits for the reply.
+    async fn enqueue(
+        self: &Arc<Self>,
+        runtime: &tokio::runtime::Handle,
+        push: impl FnOnce(&mut Queue, Waiter),
+    ) -> RedisResult<Value> {
         let (sender, receiver) = oneshot::channel();
         let first = {
             let mut queue = self.lock();
-            queue.commands.push(cmd);
-            queue.waiters.push(sender);
+            push(&mut queue, sender);
             !std::mem::replace(&mut queue.scheduled, true)
         };
         if first {
@@ -131,39 +209,79 @@ impl Coalescer {
     async fn flush(self: Arc<Self>) {
         // Let every caller that is ready to run queue its command first.
         tokio::task::yield_now().await;
-        let (mut commands, mut waiters) = {
+        let (commands, waiters, mut windows) = {
             let mut queue = self.lock();
             queue.scheduled = false;
             (
                 std::mem::take(&mut queue.commands),
                 std::mem::take(&mut queue.waiters),
+                std::mem::take(&mut queue.windows),
             )
         };
-        if commands.len() <= MAX_PIPELINE {
-            self.send(commands, waiters).await;
-            return;
+        let mut items: Vec<Item> = commands
+            .into_iter()
+            .zip(waiters)
+            .map(|(cmd, waiter)| Item::One(cmd, waiter))
+            .collect();
+        while !windows.is_empty() {
+            let rest = windows.split_off(windows.len().min(MAX_PIPELINE));
+            items.push(self.group(std::mem::replace(&mut windows, rest)));
         }
+        // Pipelines of at most MAX_PIPELINE calls (a group counting its
+        // checks), all sent at once.
         let mut sends = Vec::new();
-        while !commands.is_empty() {
-            let rest = commands.split_off(commands.len().min(MAX_PIPELINE));
-            let rest_waiters = waiters.split_off(commands.len());
-            sends.push(self.send(commands, waiters));
-            (commands, waiters) = (rest, rest_waiters);
+        let mut pipeline = Vec::new();
+        let mut calls = 0;
+        for item in items {
+            if calls + item.calls() > MAX_PIPELINE && !pipeline.is_empty() {
+                sends.push(self.send(std::mem::take(&mut pipeline)));
+                calls = 0;
+            }
+            calls += item.calls();
+            pipeline.push(item);
+        }
+        if !pipeline.is_empty() {
+            sends.push(self.send(pipeline));
         }
         futures_util::future::join_all(sends).await;
     }
 
-    /// Sends one pipeline; each reply to its waiter.
-    async fn send(&self, commands: Vec<Cmd>, waiters: Vec<oneshot::Sender<RedisResult<Value>>>) {
-        let count = commands.len();
-        self.in_flight.fetch_add(count, Ordering::Relaxed);
-        let _sent = InFlight(&self.in_flight, count);
+    /// One call of the group script for these checks.
+    fn group(&self, checks: Vec<(WindowCheck, Waiter)>) -> Item {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(&self.group_sha).arg(checks.len());
+        for (check, _) in &checks {
+            cmd.arg(&check.key[..]);
+        }
+        let deadline = checks.iter().map(|(c, _)| c.deadline).min();
+        cmd.arg(deadline.unwrap_or(0));
+        if checks.iter().any(|(c, _)| c.cost16 != 16) {
+            for (check, _) in &checks {
+                cmd.arg(check.cost16);
+            }
+        }
+        Item::Group(cmd, checks.into_iter().map(|(_, w)| w).collect())
+    }
+
+    /// Sends one pipeline; each reply to its waiter (a group's array, one
+    /// element to each of its waiters).
+    async fn send(&self, items: Vec<Item>) {
+        let count = items.len();
+        let calls: usize = items.iter().map(Item::calls).sum();
+        self.in_flight.fetch_add(calls, Ordering::Relaxed);
+        let _sent = InFlight(&self.in_flight, calls);
         self.pipelines.fetch_add(1, Ordering::Relaxed);
-        self.calls.fetch_add(count as u64, Ordering::Relaxed);
-        crate::metrics::record_pipeline(count);
+        self.calls.fetch_add(calls as u64, Ordering::Relaxed);
+        crate::metrics::record_pipeline(calls);
         let mut pipeline = redis::Pipeline::with_capacity(count);
-        for cmd in commands {
+        let mut routes = Vec::with_capacity(count);
+        for item in items {
+            let (cmd, route) = match item {
+                Item::One(cmd, waiter) => (cmd, Route::One(waiter)),
+                Item::Group(cmd, waiters) => (cmd, Route::Group(waiters)),
+            };
             pipeline.add_command(cmd);
+            routes.push(route);
         }
         let replies = self
             .conn
@@ -184,11 +302,59 @@ impl Coalescer {
         // A caller that gave up has dropped its receiver: sends may fail.
         match replies {
             Ok(replies) => {
+                for (route, reply) in routes.into_iter().zip(replies) {
+                    route.answer(Ok(reply));
+                }
+            }
+            Err(e) => {
+                for route in routes {
+                    route.answer(Err(e.clone()));
+                }
+            }
+        }
+    }
+}
+
+/// Who a pipeline's reply goes to.
+enum Route {
+    One(Waiter),
+    Group(Vec<Waiter>),
+}
+
+impl Route {
+    fn answer(self, reply: RedisResult<Value>) {
+        let waiters = match self {
+            Route::One(waiter) => {
+                let _ = waiter.send(reply.and_then(Value::extract_error));
+                return;
+            }
+            Route::Group(waiters) => waiters,
+        };
+        // An array is not read as one error because one check failed.
+        let reply = match reply {
+            Ok(Value::Array(replies)) => Ok(Value::Array(replies)),
+            other => other.and_then(Value::extract_error),
+        };
+        match reply {
+            // Each check's own reply, or its own error.
+            Ok(Value::Array(replies)) if replies.len() == waiters.len() => {
                 for (waiter, reply) in waiters.into_iter().zip(replies) {
                     let _ = waiter.send(reply.extract_error());
                 }
             }
-            Err(e) => {
+            // Late (nil, and nothing written), or the call's error
+            // (NOSCRIPT, the connection): the same to every check.
+            Ok(Value::Nil) | Err(_) => {
+                for waiter in waiters {
+                    let _ = waiter.send(reply.clone());
+                }
+            }
+            Ok(other) => {
+                let e = RedisError::from((
+                    ErrorKind::Parse,
+                    "group reply",
+                    format!("{other:?} to {} window checks", waiters.len()),
+                ));
                 for waiter in waiters {
                     let _ = waiter.send(Err(e.clone()));
                 }

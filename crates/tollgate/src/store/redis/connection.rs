@@ -6,7 +6,7 @@ use redis::aio::ConnectionManager;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, RedisResult, Value};
 
-use super::coalesce::Coalescer;
+use super::coalesce::{Coalescer, WindowCheck};
 use super::sentinel::SentinelConnection;
 
 /// A shared, multiplexed connection: concurrent commands pipeline on one
@@ -50,6 +50,16 @@ impl Connection {
             Connection::Single(_, Some(queue)) => queue.query(cmd).await,
             Connection::Sentinel(s) => s.query(cmd, true).await,
             _ => self.query(&cmd).await,
+        }
+    }
+
+    /// Queues a window check for the next group of such checks, when the
+    /// standalone server is busy enough that calls queue; `None` when the
+    /// check should leave as its own script call.
+    pub(crate) async fn query_window(&self, check: WindowCheck) -> Option<RedisResult<Value>> {
+        match self {
+            Connection::Single(_, Some(queue)) => queue.query_window(check).await,
+            _ => None,
         }
     }
 

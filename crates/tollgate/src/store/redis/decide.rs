@@ -75,7 +75,13 @@ impl RedisStore {
             let deadline = self.inner.deadline.map_or(0, |d| sent + d);
             let args = w.args(cost, deadline);
             let script = ServerWindow::script(&self.inner.scripts, &args);
-            let reply = self.run_window(script, &redis_key, &args).await?;
+            let reply = if deadline > 0 && cost > 0 {
+                // Busy callers' checks share one read of the server's clock.
+                self.run_window_check(script, redis_key, cost, deadline, &args)
+                    .await?
+            } else {
+                self.run_window(script, &redis_key, &args).await?
+            };
             let error = self.inner.offset_error.load(Ordering::Relaxed);
             let (earliest, latest) = (sent.saturating_sub(error), self.server_now() + error);
             return match reply {

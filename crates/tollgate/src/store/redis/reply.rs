@@ -4,6 +4,7 @@
 //! so, and that is an error here.
 
 use super::RedisStore;
+use super::coalesce::WindowCheck;
 use super::error::store_error;
 use super::pack::{Arg, unpack};
 use super::scripts::Script;
@@ -81,21 +82,54 @@ impl RedisStore {
             .run(&self.inner.conn, &[key], &args)
             .await
             .map_err(|e| store_error(&e))?;
-        match reply {
-            redis::Value::Int(v) => Ok(WindowReply::Value(v)),
-            redis::Value::Array(values) => match values[..] {
-                [redis::Value::Int(v)] => Ok(WindowReply::InDebt(v)),
-                _ => Err(Error::Store {
-                    kind: StoreErrorKind::Protocol,
-                    message: format!("{} replied an unexpected table", script.name()),
-                }),
-            },
-            redis::Value::Nil => Err(late(script)),
-            other => Err(Error::Store {
+        window_reply(script, reply)
+    }
+
+    /// Runs a window check of `cost` with a deadline: in the next group of
+    /// such checks when callers are busy (see `coalesce.rs`), else as
+    /// `script` with `args`, as [`run_window`](Self::run_window) does.
+    pub(super) async fn run_window_check(
+        &self,
+        script: &Script,
+        key: Vec<u8>,
+        cost: u64,
+        deadline: u64,
+        args: &[String],
+    ) -> Result<WindowReply> {
+        let text: Vec<Arg<'_>> = args.iter().map(|a| Arg::Str(a)).collect();
+        let check = WindowCheck {
+            key,
+            cost16: cost * 16,
+            deadline,
+        };
+        let reply = self
+            .inner
+            .scripts
+            .fixed_window_server_group
+            .run_window(script, &self.inner.conn, check, &text)
+            .await
+            .map_err(|e| store_error(&e))?;
+        window_reply(script, reply)
+    }
+}
+
+/// fixed_window_server.lua's reply read: its value, a table of the value of
+/// a window in debt, or nil when the deadline passed.
+fn window_reply(script: &Script, reply: redis::Value) -> Result<WindowReply> {
+    match reply {
+        redis::Value::Int(v) => Ok(WindowReply::Value(v)),
+        redis::Value::Array(values) => match values[..] {
+            [redis::Value::Int(v)] => Ok(WindowReply::InDebt(v)),
+            _ => Err(Error::Store {
                 kind: StoreErrorKind::Protocol,
-                message: format!("{} replied {other:?}", script.name()),
+                message: format!("{} replied an unexpected table", script.name()),
             }),
-        }
+        },
+        redis::Value::Nil => Err(late(script)),
+        other => Err(Error::Store {
+            kind: StoreErrorKind::Protocol,
+            message: format!("{} replied {other:?}", script.name()),
+        }),
     }
 }
 

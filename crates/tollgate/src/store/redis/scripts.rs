@@ -9,8 +9,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use redis::{Cmd, RedisResult};
+use redis::{Cmd, RedisResult, Value};
 
+use super::coalesce::WindowCheck;
 use super::connection::Connection;
 use super::error::is_noscript;
 use super::pack::Arg;
@@ -191,6 +192,16 @@ pub(crate) const FIXED_WINDOW_SERVER_ONE: &str = concat!(
     include_str!("lua/prologue.lua"),
     fixed_window_server!("'16'")
 );
+// Many server-clock window checks with a deadline in one call (see the
+// file's contract): the body as `window(key, cost)`, its peek and dry-run
+// branch off (an empty ARGV), then the loop.
+pub(crate) const FIXED_WINDOW_SERVER_GROUP: &str = concat!(
+    include_str!("lua/prologue.lua"),
+    "local none = {}\nlocal function window(key, cost)\nlocal ARGV = none\n",
+    include_str!("lua/fixed_window_server.lua"),
+    "end\n",
+    include_str!("lua/fixed_window_server_group.lua")
+);
 // The token bucket, GCRA and the leaky bucket on the server's clock, with
 // an interval of whole ms: one body for the three, no clock read.
 pub(crate) const BUCKET_SERVER: &str = concat!(include_str!("lua/prologue.lua"), bucket_server!());
@@ -316,6 +327,31 @@ impl Script {
             }
         }
     }
+
+    /// Runs a server-clock window check with a deadline: in the next call
+    /// of this script, the group (`lua/fixed_window_server_group.lua`),
+    /// when the server is busy enough that calls queue, else `alone` with
+    /// `args`. Its reply as the window's script gives it.
+    pub(crate) async fn run_window(
+        &self,
+        alone: &Script,
+        conn: &Connection,
+        check: WindowCheck,
+        args: &[Arg<'_>],
+    ) -> RedisResult<Value> {
+        let mut reloads = 0;
+        loop {
+            let seen = self.loads.load(Ordering::Acquire);
+            match conn.query_window(check.clone()).await {
+                None => return alone.run(conn, &[&check.key], args).await,
+                Some(Err(e)) if is_noscript(&e) && reloads < MAX_RELOADS => {
+                    self.reload(conn, seen).await?;
+                    reloads += 1;
+                }
+                Some(other) => return other,
+            }
+        }
+    }
 }
 
 /// Every script of the store.
@@ -325,6 +361,8 @@ pub(crate) struct Scripts {
     pub(crate) fixed_window_server: Script,
     /// The same, for a cost of 1 without a deadline: no arguments.
     pub(crate) fixed_window_server_one: Script,
+    /// Many window checks with a deadline in one call.
+    pub(crate) fixed_window_server_group: Script,
     /// The token bucket, GCRA and the leaky bucket on the server's clock.
     pub(crate) bucket_server: Script,
     pub(crate) sliding_window: Script,
@@ -354,6 +392,10 @@ impl Scripts {
                 "fixed_window_server_one",
                 FIXED_WINDOW_SERVER_ONE,
             ),
+            fixed_window_server_group: Script::new(
+                "fixed_window_server_group",
+                FIXED_WINDOW_SERVER_GROUP,
+            ),
             bucket_server: Script::new("bucket_server", BUCKET_SERVER),
             sliding_window: Script::new("sliding_window", SLIDING_WINDOW),
             sliding_log: Script::new("sliding_log", SLIDING_LOG),
@@ -375,11 +417,12 @@ impl Scripts {
         }
     }
 
-    pub(crate) fn all(&self) -> [&Script; 18] {
+    pub(crate) fn all(&self) -> [&Script; 19] {
         [
             &self.fixed_window,
             &self.fixed_window_server,
             &self.fixed_window_server_one,
+            &self.fixed_window_server_group,
             &self.bucket_server,
             &self.sliding_window,
             &self.sliding_log,
