@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::Policy;
+
 /// Where a decision came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
@@ -52,6 +54,10 @@ pub struct Decision {
     pub granted: u64,
     /// Where the decision came from.
     pub source: Source,
+    /// Allowed only because the policy is in shadow mode: the store
+    /// decided a denial (the other fields are that denial's, `remaining`
+    /// and `retry_after` included) and the request passes anyway.
+    pub shadow: bool,
 }
 
 impl Decision {
@@ -74,6 +80,7 @@ impl Decision {
             delay: Duration::from_micros(delay),
             granted: 0,
             source: Source::Store,
+            shadow: false,
         }
     }
 
@@ -81,6 +88,32 @@ impl Decision {
     /// [`granted`](Decision::granted)).
     pub fn with_granted(mut self, granted: u64) -> Decision {
         self.granted = granted;
+        self
+    }
+
+    /// The decision as a policy in shadow mode answers it: a denial
+    /// becomes an admission marked [`shadow`](Decision::shadow), with the
+    /// denial's other fields; anything else is unchanged (so applying it
+    /// twice changes nothing).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Decision, Policy};
+    ///
+    /// let policy = Policy::fixed_window("new-limit", 10, Duration::from_secs(60))?.shadow();
+    /// let denied = Decision::from_micros(false, 10, 0, 60_000_000, 5_000_000, 0);
+    /// let answered = denied.shadowed(&policy);
+    /// assert!(answered.allowed && answered.shadow);
+    /// assert_eq!(answered.retry_after, Duration::from_secs(5));
+    /// # Ok::<(), tollgate::Error>(())
+    /// ```
+    #[inline]
+    #[must_use]
+    pub fn shadowed(mut self, policy: &Policy) -> Decision {
+        if policy.is_shadow() && !self.allowed {
+            self.allowed = true;
+            self.shadow = true;
+        }
         self
     }
 

@@ -127,7 +127,7 @@ impl<C: Clock> DirectLimiter<C> {
     pub fn check(&self, cost: u64) -> Result<Decision> {
         self.policy.require_rate("check")?;
         self.policy.validate_cost(cost)?;
-        self.decide(cost, 0)
+        Ok(self.decide(cost, 0)?.shadowed(&self.policy))
     }
 
     /// Admits a request that would wait at most `max_wait`, consuming

@@ -23,6 +23,9 @@ use crate::{Decision, StoreErrorKind};
 
 /// Decisions, by policy, outcome and source.
 pub const DECISIONS: &str = "tollgate_decisions_total";
+/// Counter: denials a shadow-mode policy answered as admissions
+/// (label `policy`).
+pub const SHADOW_DENIALS: &str = "tollgate_shadow_denials_total";
 /// Failed calls to the primary store, by kind.
 pub const STORE_ERRORS: &str = "tollgate_store_errors_total";
 /// The circuit breaker: 0 closed (the store is used), 1 open (fallback).
@@ -63,6 +66,9 @@ pub fn record_decision(policy: &str, decision: &Decision) {
         "source" => decision.source.as_str()
     )
     .increment(1);
+    if decision.shadow {
+        metrics::counter!(SHADOW_DENIALS, "policy" => policy.to_owned()).increment(1);
+    }
 }
 
 pub(crate) fn record_store_error(kind: StoreErrorKind) {

@@ -41,6 +41,8 @@ pub struct Policy {
     /// The group whose policies keep a subject's state in one Redis
     /// Cluster slot (see [`Policy::with_group`]).
     group: Option<Arc<str>>,
+    /// Shadow mode: decided and counted as usual, never denied.
+    shadow: bool,
 }
 
 impl Policy {
@@ -52,6 +54,7 @@ impl Policy {
             algorithm,
             inline_name: InlineName::new(name.as_bytes()),
             group: None,
+            shadow: false,
         })
     }
 
@@ -135,6 +138,27 @@ impl Policy {
             name,
             Algorithm::Concurrency(Concurrency::new(limit, lease)?),
         )
+    }
+
+    /// The same policy in shadow mode, to roll a new limit out safely:
+    /// every check is decided and counted as usual, but a denial is
+    /// answered as an admission with [`Decision::shadow`] set and the
+    /// denial's fields (so you can see what the limit would do, and the
+    /// metric `tollgate_shadow_denials_total` counts it). Reservations and
+    /// leases are not shadowed; in an atomic batch a shadow policy's
+    /// denial still stops the batch.
+    ///
+    /// [`Decision::shadow`]: crate::Decision::shadow
+    #[must_use]
+    pub fn shadow(mut self) -> Policy {
+        self.shadow = true;
+        self
+    }
+
+    /// Whether the policy is in shadow mode.
+    #[inline]
+    pub fn is_shadow(&self) -> bool {
+        self.shadow
     }
 
     /// The policy's name.
@@ -263,6 +287,7 @@ impl fmt::Debug for Policy {
             .field("name", &self.name)
             .field("algorithm", &self.algorithm)
             .field("group", &self.group)
+            .field("shadow", &self.shadow)
             .finish()
     }
 }

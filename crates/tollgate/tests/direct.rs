@@ -297,3 +297,20 @@ fn reset_forgets() {
         assert_eq!(limiter.check(0).unwrap().remaining, 2);
     }
 }
+
+#[test]
+fn a_shadow_policy_counts_but_never_denies() {
+    let clock = ManualClock::new(1_700_000_000_000_000);
+    let policy = Policy::gcra("shadow", 2, Duration::from_secs(1), 2)
+        .unwrap()
+        .shadow();
+    let limiter = DirectLimiter::with_clock(policy, clock);
+    for _ in 0..2 {
+        let d = limiter.check(1).unwrap();
+        assert!(d.allowed && !d.shadow);
+    }
+    let d = limiter.check(1).unwrap();
+    assert!(d.allowed && d.shadow, "{d:?}");
+    assert_eq!(d.remaining, 0);
+    assert!(!d.retry_after.is_zero());
+}

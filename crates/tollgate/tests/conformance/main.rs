@@ -22,6 +22,7 @@ macro_rules! conformance {
             reservations_match_the_algorithms,
             a_late_request_keeps_the_bucket_until_it_is_full,
             peeks_and_denials_consume_nothing,
+            shadow_policies_count_but_never_deny,
             keys_are_isolated,
             bad_input_is_rejected_before_the_store,
             leases_are_limited_released_and_expire,

@@ -359,6 +359,32 @@ pub(crate) async fn peeks_and_denials_consume_nothing(h: &Harness, _clock: &Manu
     }
 }
 
+/// A policy in shadow mode is decided and counted as usual, and a denial
+/// is answered as an admission marked `shadow` with the denial's fields.
+pub(crate) async fn shadow_policies_count_but_never_deny(h: &Harness, _clock: &ManualClock) {
+    for policy in policies() {
+        let shadow = policy.clone().shadow();
+        let all = h.store.check(&shadow, b"s", policy.limit()).await.unwrap();
+        assert!(all.allowed && !all.shadow, "{}", policy.name());
+        for _ in 0..2 {
+            let d = h.store.check(&shadow, b"s", 1).await.unwrap();
+            assert!(d.allowed && d.shadow, "{}: {d:?}", policy.name());
+            assert_eq!(d.remaining, 0, "{}", policy.name());
+            assert!(!d.retry_after.is_zero(), "{}", policy.name());
+        }
+        let batch = [Request {
+            policy: &shadow,
+            key: b"s",
+            cost: 1,
+        }];
+        let d = h.store.check_many(&batch, false).await.unwrap();
+        assert!(d[0].allowed && d[0].shadow, "{}", policy.name());
+        // the same policy without shadow mode sees the state it left
+        let real = h.store.check(&policy, b"s", 1).await.unwrap();
+        assert!(!real.allowed && !real.shadow, "{}", policy.name());
+    }
+}
+
 pub(crate) async fn keys_are_isolated(h: &Harness, _clock: &ManualClock) {
     let policy = Policy::fixed_window("iso", 2, secs(60)).unwrap();
     let other = Policy::fixed_window("iso2", 2, secs(60)).unwrap();

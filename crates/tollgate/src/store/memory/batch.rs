@@ -30,6 +30,7 @@ impl<C: Clock> MemoryStore<C> {
                     )
                     .0
                     .decision()
+                    .shadowed(r.policy)
                 })
                 .collect());
         }

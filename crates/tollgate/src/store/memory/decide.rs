@@ -31,7 +31,8 @@ impl<C: Clock> MemoryStore<C> {
         Ok(self
             .apply(policy, key, Op::Check { cost, max_wait: 0 })
             .0
-            .decision())
+            .decision()
+            .shadowed(policy))
     }
 
     /// [`Store::reserve`](crate::Store::reserve) without an executor.

@@ -19,7 +19,8 @@ impl Store for RedisStore {
     ) -> BoxFuture<'a, Result<Decision>> {
         Box::pin(async move {
             validate::check(policy, key, cost)?;
-            self.decide(policy, key, cost, 0).await
+            let decision = self.decide(policy, key, cost, 0).await?;
+            Ok(decision.shadowed(policy))
         })
     }
 
@@ -52,11 +53,12 @@ impl Store for RedisStore {
             // Concurrent EVALSHAs on the multiplexed connection go out as
             // one pipeline (one per node on a cluster), each reloading its
             // script on NOSCRIPT by itself.
-            let decisions = futures_util::future::join_all(
-                requests
-                    .iter()
-                    .map(|r| self.decide(r.policy, r.key, r.cost, 0)),
-            )
+            let decisions = futures_util::future::join_all(requests.iter().map(|r| async move {
+                Ok(self
+                    .decide(r.policy, r.key, r.cost, 0)
+                    .await?
+                    .shadowed(r.policy))
+            }))
             .await;
             decisions.into_iter().collect()
         })

@@ -92,7 +92,7 @@ impl Store for ResilientStore {
             if let Some(cache) = &self.inner.deny_cache
                 && let Some(d) = cache.lookup(policy, key, cost, sent)
             {
-                return Self::record(policy, Ok(d));
+                return Self::record(policy, Ok(d.shadowed(policy)));
             }
             let result = match self
                 .attempt(|| self.inner.primary.check(policy, key, cost))
@@ -109,7 +109,7 @@ impl Store for ResilientStore {
                     self.inner.fallback.check(mode, policy, key, cost, None)
                 }
             };
-            Self::record(policy, result)
+            Self::record(policy, result.map(|d| d.shadowed(policy)))
         })
     }
 
@@ -143,7 +143,7 @@ impl Store for ResilientStore {
     ) -> BoxFuture<'a, Result<Vec<Decision>>> {
         Box::pin(async move {
             validate::check_many(requests, atomic)?;
-            let result = match self
+            let mut result = match self
                 .attempt(|| self.inner.primary.check_many(requests, atomic))
                 .await
             {
@@ -156,8 +156,9 @@ impl Store for ResilientStore {
                     self.inner.fallback.check_many(&modes, requests, atomic)
                 }
             };
-            if let Ok(decisions) = &result {
+            if let Ok(decisions) = &mut result {
                 for (r, d) in requests.iter().zip(decisions) {
+                    *d = d.shadowed(r.policy);
                     metrics::record_decision(r.policy.name(), d);
                 }
             }
