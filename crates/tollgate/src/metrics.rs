@@ -16,6 +16,7 @@
 //! | `tollgate_pipelines_total` | counter | |
 //! | `tollgate_pipelined_calls_total` | counter | |
 //! | `tollgate_master_switches_total` | counter | |
+//! | `tollgate_batch_refunds_total` | counter | |
 
 use std::time::Duration;
 
@@ -47,6 +48,10 @@ pub const PIPELINED_CALLS: &str = "tollgate_pipelined_calls_total";
 /// Times the Redis store followed the master Redis Sentinel names to a
 /// new node (with the `redis` feature).
 pub const MASTER_SWITCHES: &str = "tollgate_master_switches_total";
+
+/// Units given back by atomic batches across Redis Cluster slots that a
+/// later slot denied (with the `redis` feature).
+pub const BATCH_REFUNDS: &str = "tollgate_batch_refunds_total";
 
 /// Counts one decision of `policy`. [`ResilientStore`] calls it for every
 /// decision it returns; callers that use another store directly can call it
@@ -83,6 +88,11 @@ pub(crate) fn record_breaker(open: bool) {
 
 pub(crate) fn record_latency(elapsed: Duration) {
     metrics::histogram!(STORE_LATENCY).record(elapsed.as_secs_f64());
+}
+
+#[cfg(feature = "redis")]
+pub(crate) fn record_batch_refund() {
+    metrics::counter!(BATCH_REFUNDS).increment(1);
 }
 
 #[cfg(feature = "redis")]

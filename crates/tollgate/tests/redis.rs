@@ -268,7 +268,10 @@ fn differential(deployment: Deployment) {
                 clock.advance(Duration::from_millis(*dt));
                 if let Op::Batch { keys, atomic: true, .. } = op {
                     // Keys in several slots cannot be one atomic script on a
-                    // cluster: a documented difference, tested below.
+                    // cluster: decided slot by slot with refunds, whose
+                    // denials report a bound on the retry and whose sliding
+                    // logs keep a denied batch's units (a documented
+                    // difference, tested in tests/cluster_batch.rs).
                     let distinct: std::collections::HashSet<_> = keys.iter().collect();
                     if matches!(deployment, Deployment::Cluster) && distinct.len() > 1 {
                         continue;

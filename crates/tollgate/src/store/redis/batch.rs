@@ -1,13 +1,13 @@
 //! Atomic batches: several requests decided all or nothing by one call of
-//! `lua/batch.lua`, each in its policy's form, its keys on one slot of a
-//! cluster.
+//! `lua/batch.lua`, each in its policy's form. On a cluster a batch whose
+//! keys span slots is decided slot by slot, with refunds (`cross_slot.rs`).
 
 use super::form::Form;
 use super::pack::{Arg, pack};
 use super::reply::decision;
 use super::{RedisStore, keys};
 use crate::store::Request;
-use crate::{Decision, Error, Result};
+use crate::{Decision, Result};
 
 impl RedisStore {
     /// Decides `requests` (validated, no pair twice, at least one) all or
@@ -22,27 +22,38 @@ impl RedisStore {
         if self.is_cluster() {
             let first = keys::slot(&keys[0]);
             if keys.iter().any(|k| keys::slot(k) != first) {
-                return Err(Error::argument(
-                    "atomic",
-                    "on Redis Cluster an atomic batch needs all its keys in one slot; these are in several",
-                ));
+                return self.batch_across_slots(requests, &forms, &keys).await;
             }
         }
+        let all: Vec<usize> = (0..requests.len()).collect();
+        self.batch_script(requests, &forms, &keys, &all).await
+    }
+
+    /// The requests at `which` (their keys in one slot) decided all or
+    /// nothing by one call of `lua/batch.lua`.
+    pub(super) async fn batch_script(
+        &self,
+        requests: &[Request<'_>],
+        forms: &[Form],
+        keys: &[Vec<u8>],
+        which: &[usize],
+    ) -> Result<Vec<Decision>> {
         let mut args = vec![Arg::Bin(pack(&self.time_args()?))];
-        for (r, form) in requests.iter().zip(&forms) {
+        for &i in which {
+            let (r, form) = (&requests[i], &forms[i]);
             args.push(Arg::Str(form.tag(r.policy)));
             args.push(Arg::Bin(pack(&form.batch_numbers(r.policy, r.cost))));
         }
-        let key_refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let key_refs: Vec<&[u8]> = which.iter().map(|&i| keys[i].as_slice()).collect();
         let reply = self
             .run(&self.inner.scripts.batch, &key_refs, &args)
             .await?;
         // Denied as a whole, batch.lua has already reported each key as a
         // peek, denied, with the retry of those over their limit.
-        requests
+        which
             .iter()
             .zip(reply.chunks(5))
-            .map(|(r, chunk)| decision(r.policy, chunk))
+            .map(|(&i, chunk)| decision(requests[i].policy, chunk))
             .collect()
     }
 }

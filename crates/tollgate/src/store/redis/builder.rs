@@ -172,6 +172,7 @@ impl RedisStoreBuilder {
                 offset_error: AtomicU64::new(0),
                 offset_at: AtomicU64::new(0),
                 bucket_form,
+                refunds: AtomicU64::new(0),
             }),
         };
         store.load_scripts().await?;

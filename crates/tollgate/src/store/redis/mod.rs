@@ -8,7 +8,8 @@
 // it and its Lua), `server_window.rs` / `server_bucket.rs` (the two
 // server-clock forms), `pack.rs` (numbers to and from the scripts),
 // `reply.rs` (running a script and reading its reply), `decide.rs` (one
-// decision), `lease.rs`, `batch.rs` (atomic batches), `store.rs` (the
+// decision), `lease.rs`, `batch.rs` (atomic batches), `cross_slot.rs`
+// (atomic batches across cluster slots, by refunds), `store.rs` (the
 // [`Store`](super::Store) impl), `scripts.rs` (the scripts and NOSCRIPT),
 // `coalesce.rs` (pipelining busy callers), `connection.rs`, `sentinel.rs`
 // (the master Redis Sentinel names, followed after a failover), `error.rs`.
@@ -19,6 +20,7 @@ mod builder;
 mod clock;
 mod coalesce;
 mod connection;
+mod cross_slot;
 mod decide;
 mod error;
 mod form;
@@ -81,6 +83,8 @@ struct Inner {
     /// default), and the server has `PEXPIRETIME` (Redis 7.0), probed at
     /// connect.
     bucket_form: bool,
+    /// Refunds made by denied atomic batches across cluster slots.
+    refunds: AtomicU64,
 }
 
 /// What a store's pipelining has sent (see [`RedisStore::pipelined`]).
