@@ -14,6 +14,7 @@ use crate::algorithm::{LeaseId, Usage};
 use crate::{Decision, Policy, Result};
 
 pub(crate) use self::memory::key as composite;
+pub mod deferred;
 pub mod memory;
 #[cfg(feature = "redis")]
 pub mod redis;

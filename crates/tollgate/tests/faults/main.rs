@@ -20,4 +20,5 @@
 
 mod half_working;
 mod outages;
+mod startup;
 mod support;

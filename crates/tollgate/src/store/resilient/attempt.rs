@@ -60,13 +60,29 @@ impl ResilientStore {
     fn failed(&self, kind: StoreErrorKind, transient: bool, message: &str) {
         metrics::record_store_error(kind);
         if self.inner.breaker.failure(transient) {
-            tracing::warn!(
-                kind = kind.as_str(),
-                error = message,
-                "store unavailable: deciding by the failure policy until the probe succeeds"
-            );
-            metrics::record_breaker(true);
-            tokio::spawn(probe::run(Arc::downgrade(&self.inner)));
+            self.opened(kind.as_str(), message);
         }
+    }
+
+    /// Opens the breaker now, as enough failures would, and starts the
+    /// probe: for a primary store known to be unavailable, such as one
+    /// still connecting at startup (see
+    /// [`DeferredStore`](crate::store::deferred::DeferredStore)). Does
+    /// nothing if it is open already. Must be called inside a Tokio
+    /// runtime.
+    pub fn trip(&self) {
+        if self.inner.breaker.open() {
+            self.opened("tripped", "the primary store is known to be unavailable");
+        }
+    }
+
+    fn opened(&self, kind: &str, message: &str) {
+        tracing::warn!(
+            kind,
+            error = message,
+            "store unavailable: deciding by the failure policy until the probe succeeds"
+        );
+        metrics::record_breaker(true);
+        tokio::spawn(probe::run(Arc::downgrade(&self.inner)));
     }
 }

@@ -66,6 +66,11 @@ impl Breaker {
         (n >= self.threshold || !transient) && !self.open.swap(true, Ordering::AcqRel)
     }
 
+    /// Opens the breaker whatever the count; true if it was closed.
+    pub(crate) fn open(&self) -> bool {
+        !self.open.swap(true, Ordering::AcqRel)
+    }
+
     pub(crate) fn close(&self) {
         self.failures.store(0, Ordering::Relaxed);
         self.open.store(false, Ordering::Release);
