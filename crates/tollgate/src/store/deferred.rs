@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use super::{BoxFuture, Lease, Request, Store, validate};
+use super::{BoxFuture, Lease, Request, Store, Usage, validate};
 use crate::algorithm::LeaseId;
 use crate::{Decision, Error, Policy, Result, StoreErrorKind};
 
@@ -181,6 +181,19 @@ impl Store for DeferredStore {
         Box::pin(async move {
             validate::reset(key)?;
             self.store()?.reset(policy, key).await
+        })
+    }
+
+    fn usage<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        op: Usage,
+        cost: u64,
+    ) -> BoxFuture<'a, Result<Decision>> {
+        Box::pin(async move {
+            validate::usage(policy, key, op, cost)?;
+            self.store()?.usage(policy, key, op, cost).await
         })
     }
 }

@@ -13,9 +13,12 @@ use tollgate::{Decision, Policy, Source, Store};
 use tollgate_testkit::RedisServer;
 
 pub(crate) const DEADLINE: Duration = Duration::from_millis(50);
-/// Slack for a loaded 2-core machine on top of the deadline; the measured
-/// figures are printed and are usually a few ms.
-pub(crate) const SLACK: Duration = Duration::from_millis(40);
+/// Slack on top of the deadline for a loaded 2-core machine (eight builds
+/// and test runs at once stall a task for 100 ms at times). A call that
+/// waited for the fault instead of its deadline would take the fault's
+/// whole length (1.5 s or more), far above it; the measured figures are
+/// printed, and are usually the deadline and a few ms.
+pub(crate) const SLACK: Duration = Duration::from_millis(450);
 
 fn recorder() -> &'static Snapshotter {
     static SNAPSHOTTER: OnceLock<Snapshotter> = OnceLock::new();
