@@ -12,89 +12,16 @@
 //! its entries have the same keys in the same order; an entry with a
 //! `value` matches only that value. The limited key is built from the
 //! domain and every entry's key and value, length-prefixed, so two
-//! different descriptors never share a key.
-
-use std::ops::Range;
-
-use serde::Deserialize;
-use tollgate::Policy;
-use toml::Spanned;
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawDescriptor {
-    domain: Spanned<String>,
-    entries: Spanned<Vec<RawEntry>>,
-    policy: Spanned<String>,
-}
-
-#[derive(Debug, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-struct RawEntry {
-    key: String,
-    value: Option<String>,
-}
+//! different descriptors never share a key. The tables are read in
+//! `config/descriptor.rs`.
 
 /// One `[[descriptor]]` table, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Descriptor {
-    domain: String,
+    pub(crate) domain: String,
     /// Entry keys, each with the value it requires, if any.
-    entries: Vec<(String, Option<String>)>,
-    policy: String,
-}
-
-/// Checks one table against the policies: an error with the span it names.
-pub(crate) fn check(
-    raw: RawDescriptor,
-    policies: &[Policy],
-    earlier: &[Descriptor],
-) -> Result<Descriptor, (Range<usize>, String)> {
-    if raw.domain.get_ref().is_empty() {
-        return Err((
-            raw.domain.span(),
-            "descriptor: `domain` must not be empty".into(),
-        ));
-    }
-    if raw.entries.get_ref().is_empty() {
-        return Err((
-            raw.entries.span(),
-            "descriptor: `entries` must hold at least one entry".into(),
-        ));
-    }
-    if raw.entries.get_ref().iter().any(|e| e.key.is_empty()) {
-        return Err((
-            raw.entries.span(),
-            "descriptor: every entry needs a non-empty `key`".into(),
-        ));
-    }
-    let name = raw.policy.get_ref();
-    if !policies.iter().any(|p| p.name() == name) {
-        return Err((
-            raw.policy.span(),
-            format!("descriptor: no policy named {name:?}"),
-        ));
-    }
-    let descriptor = Descriptor {
-        domain: raw.domain.get_ref().clone(),
-        entries: raw
-            .entries
-            .get_ref()
-            .iter()
-            .map(|e| (e.key.clone(), e.value.clone()))
-            .collect(),
-        policy: name.clone(),
-    };
-    if earlier
-        .iter()
-        .any(|d| d.domain == descriptor.domain && d.entries == descriptor.entries)
-    {
-        return Err((
-            raw.entries.span(),
-            "descriptor: the same domain and entries appear twice".into(),
-        ));
-    }
-    Ok(descriptor)
+    pub(crate) entries: Vec<(String, Option<String>)>,
+    pub(crate) policy: String,
 }
 
 impl Descriptor {

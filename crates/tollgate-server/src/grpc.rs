@@ -13,7 +13,7 @@
 //! domain that has a table; its policy is named
 //! `override-<requests_per_unit>-per-<unit>`, so that two overrides of one
 //! descriptor count apart. The overall code is `OVER_LIMIT` when any
-//! descriptor is. Bad input is `INVALID_ARGUMENT`; a store down under
+//! descriptor is. Bad input is `INVALID_ARGUMENT`; a store error, or a store down under
 //! `on_failure = "deny"` is `UNAVAILABLE`.
 
 use std::borrow::Cow;
@@ -32,12 +32,13 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use envoy_types::pb::envoy::r#type::v3::RateLimitUnit;
 use envoy_types::pb::google::protobuf::Duration as ProtoDuration;
-use tollgate::{Decision, Error, Policy};
+use tollgate::{Decision, Policy};
 use tollgate_tower::headers::{RATELIMIT, RATELIMIT_POLICY, RateLimitHeaders};
 use tonic::{Request, Response, Status};
 
-use crate::descriptor;
-use crate::http::AppState;
+use crate::error::{self, ServiceError};
+use crate::state::AppState;
+use crate::{decide, descriptor};
 
 /// The gRPC service over the shared state.
 #[derive(Debug, Clone)]
@@ -108,11 +109,13 @@ fn proto_duration(d: Duration) -> ProtoDuration {
     }
 }
 
-fn status_of(e: Error) -> Status {
-    match e {
-        Error::StoreUnavailable => Status::unavailable(e.to_string()),
-        Error::Store { .. } => Status::unavailable(e.to_string()),
-        _ => Status::invalid_argument(e.to_string()),
+/// The gRPC status of a failed request (see `crate::error` for the codes).
+fn status(e: ServiceError) -> Status {
+    let message = e.message().to_string();
+    match e.code() {
+        error::Code::StoreError | error::Code::StoreUnavailable => Status::unavailable(message),
+        error::Code::Internal => Status::internal(message),
+        _ => Status::invalid_argument(message),
     }
 }
 
@@ -160,15 +163,12 @@ impl Rls {
                     descriptor::key(&request.domain, &entries),
                 )),
                 Some(_) => None,
+                // The tables were checked against the policies with which
+                // they were loaded: a policy missing here is a bug.
                 None => descriptor::find(&set.descriptors, &request.domain, &entries)
-                    .map(|(name, key)| {
-                        set.get(name)
-                            .map(|p| (Cow::Borrowed(p), key))
-                            .ok_or_else(|| {
-                                Status::internal(format!(
-                                    "descriptor {i}: policy {name:?} vanished"
-                                ))
-                            })
+                    .map(|(name, key)| match decide::policy(&set, name) {
+                        Ok(p) => Ok((Cow::Borrowed(p), key)),
+                        Err(e) => Err(Status::internal(format!("descriptor {i}: {}", e.message()))),
                     })
                     .transpose()?,
             };
@@ -180,21 +180,13 @@ impl Rls {
                 continue;
             };
             let cost = d.hits_addend.as_ref().map_or(default_cost, |h| h.value);
-            let decision = self
-                .state
-                .store
-                .store
-                .check(&policy, &key, cost)
-                .await
-                .map_err(|e| match status_of(e) {
-                    s if s.code() == tonic::Code::InvalidArgument => {
-                        Status::invalid_argument(format!("descriptor {i}: {}", s.message()))
-                    }
-                    s => s,
-                })?;
-            if self.state.store.resilient.is_none() {
-                tollgate::metrics::record_decision(policy.name(), &decision);
-            }
+            let decision = self.state.check(&policy, &key, cost).await.map_err(|e| {
+                if e.code().is_bad_input() {
+                    status(e.at(&format!("descriptor {i}")))
+                } else {
+                    status(e)
+                }
+            })?;
             let until = if decision.allowed {
                 decision.reset_after
             } else {

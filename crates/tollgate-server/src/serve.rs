@@ -10,8 +10,9 @@ use clap::Args;
 use metrics_exporter_prometheus::PrometheusBuilder;
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::config::{self, PolicySet};
-use crate::http::{AppState, router};
+use crate::config::{self, Config};
+use crate::http::router;
+use crate::state::AppState;
 use crate::store;
 
 /// The policies served when no config file is given nor found.
@@ -50,14 +51,14 @@ pub(crate) struct ServeArgs {
     erl: bool,
 }
 
-fn load(args: &ServeArgs) -> Result<(PolicySet, Option<PathBuf>), Vec<config::ConfigError>> {
+fn load(args: &ServeArgs) -> Result<(Config, Option<PathBuf>), Vec<config::ConfigError>> {
     let path = match &args.config {
         Some(p) => Some(p.clone()),
         None => Some(PathBuf::from("tollgate.toml")).filter(|p| p.exists()),
     };
     match &path {
-        Some(p) => Ok((config::load(p)?, path)),
-        None => Ok((config::parse("built-in example policies", BUILT_IN)?, None)),
+        Some(p) => Ok((Config::load(p)?, path)),
+        None => Ok((Config::parse("built-in example policies", BUILT_IN)?, None)),
     }
 }
 
@@ -121,7 +122,7 @@ struct Overrides {
 }
 
 impl Overrides {
-    fn apply(&self, config: &mut PolicySet) {
+    fn apply(&self, config: &mut Config) {
         if !self.redis.is_empty() {
             config.store.urls = self.redis.clone();
         }
@@ -135,7 +136,7 @@ impl Overrides {
 }
 
 async fn serve(
-    config: PolicySet,
+    config: Config,
     path: Option<PathBuf>,
     listen: SocketAddr,
     grpc: Option<SocketAddr>,
@@ -148,7 +149,7 @@ async fn serve(
             None
         }
     };
-    let store = match store::build(&config).await {
+    let backend = match store::build(&config.store).await {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
@@ -180,8 +181,8 @@ async fn serve(
     if let Some(addr) = grpc.as_ref().and_then(|g| g.local_addr().ok()) {
         let _ = writeln!(out, "tollgate gRPC (Envoy rate limit service) on {addr}");
     }
-    let _ = writeln!(out, "store: {}", store.describe());
-    for p in &config.policies {
+    let _ = writeln!(out, "store: {}", backend.describe());
+    for p in &config.policies.policies {
         let _ = writeln!(
             out,
             "policy {}: {} (limit {})",
@@ -193,9 +194,9 @@ async fn serve(
     let _ = out.flush();
     drop(out);
     let state = Arc::new(AppState {
-        store,
+        backend,
         token: config.server.token.clone(),
-        policies: RwLock::new(Arc::new(config)),
+        policies: RwLock::new(Arc::new(config.policies.clone())),
         metrics: metrics.clone(),
     });
     if let Some(handle) = metrics {
@@ -208,7 +209,7 @@ async fn serve(
         });
     }
     if let Some(path) = path {
-        tokio::spawn(reload_on_change(state.clone(), path, overrides));
+        tokio::spawn(reload_on_change(state.clone(), path, overrides, config));
     }
     // One signal stops both servers.
     let (stop, stopping) = tokio::sync::watch::channel(false);
@@ -282,7 +283,12 @@ fn modified(path: &Path) -> Option<SystemTime> {
 
 /// Reloads the policies on SIGHUP and when the file changes (checked every
 /// second). A config that fails validation leaves the running one in place.
-async fn reload_on_change(state: Arc<AppState>, path: PathBuf, overrides: Overrides) {
+async fn reload_on_change(
+    state: Arc<AppState>,
+    path: PathBuf,
+    overrides: Overrides,
+    running: Config,
+) {
     let Ok(mut hup) = signal(SignalKind::hangup()) else {
         return;
     };
@@ -298,21 +304,17 @@ async fn reload_on_change(state: Arc<AppState>, path: PathBuf, overrides: Overri
             }
         }
         seen = modified(&path);
-        match config::load(&path) {
+        match Config::load(&path) {
             Ok(mut new) => {
                 overrides.apply(&mut new);
-                let old = state.policies();
-                if new.store != old.store
-                    || new.server != old.server
-                    || new.on_failure != old.on_failure
-                {
+                if new.store != running.store || new.server != running.server {
                     tracing::warn!(
                         "[server], [store] and on_failure changes take effect after a restart"
                     );
                 }
-                let names: Vec<&str> = new.policies.iter().map(|p| p.name()).collect();
+                let names: Vec<&str> = new.policies.policies.iter().map(|p| p.name()).collect();
                 tracing::info!(policies = ?names, "reloaded {}", path.display());
-                state.replace_policies(new);
+                state.replace_policies(new.policies);
             }
             Err(errors) => {
                 for e in errors {

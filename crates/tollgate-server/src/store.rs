@@ -6,11 +6,11 @@ use tollgate::store::redis::RedisStore;
 use tollgate::store::resilient::{BreakerState, ResilientStore};
 use tollgate::{MemoryStore, Store};
 
-use crate::config::{PolicySet, StoreSettings};
+use crate::config::StoreSettings;
 
 /// The store, and how to tell whether it is serving.
 #[derive(Debug, Clone)]
-pub(crate) struct ServiceStore {
+pub(crate) struct Backend {
     pub(crate) store: Arc<dyn Store>,
     /// Present on Redis: its breaker says whether Redis or the failure
     /// policy decides.
@@ -18,7 +18,7 @@ pub(crate) struct ServiceStore {
     pub(crate) settings: StoreSettings,
 }
 
-impl ServiceStore {
+impl Backend {
     /// `memory`, or `redis (N servers)`, for logs and `/readyz`. URLs are
     /// not echoed: they may carry a password.
     pub(crate) fn describe(&self) -> String {
@@ -47,15 +47,15 @@ pub(crate) fn redact(url: &str) -> String {
     }
 }
 
-/// Connects the store `config` asks for.
-pub(crate) async fn build(config: &PolicySet) -> Result<ServiceStore, String> {
-    let settings = config.store.clone();
+/// Connects the store `settings` ask for.
+pub(crate) async fn build(settings: &StoreSettings) -> Result<Backend, String> {
+    let settings = settings.clone();
     if settings.urls.is_empty() {
         let mut memory = MemoryStore::builder();
         if let Some(max) = settings.max_keys {
             memory = memory.max_keys(max);
         }
-        return Ok(ServiceStore {
+        return Ok(Backend {
             store: Arc::new(memory.build()),
             resilient: None,
             settings,
@@ -80,11 +80,11 @@ pub(crate) async fn build(config: &PolicySet) -> Result<ServiceStore, String> {
     if let Some(max) = settings.max_keys {
         builder = builder.max_keys(max);
     }
-    for (policy, mode) in &config.on_failure {
+    for (policy, mode) in &settings.policy_on_failure {
         builder = builder.policy_on_failure(policy, *mode);
     }
     let resilient = builder.build().map_err(|e| e.to_string())?;
-    Ok(ServiceStore {
+    Ok(Backend {
         store: Arc::new(resilient.clone()),
         resilient: Some(resilient),
         settings,

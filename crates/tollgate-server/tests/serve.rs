@@ -277,7 +277,7 @@ fn batches_reservations_leases_resets_and_listings() {
     let r = s.post("/v1/reserve", json!({"policy": "books", "key": "k"}));
     assert_eq!(
         (r.status, r.error_code()),
-        (400, "invalid_request".to_string()),
+        (400, "unsupported".to_string()),
         "no reservations on a window"
     );
 
@@ -385,14 +385,14 @@ fn every_bad_request_gets_its_code() {
             "/v1/check",
             json!({"policy": "books", "key": ""}).to_string(),
             400,
-            "invalid_request",
+            "invalid_key",
             "key",
         ),
         (
             "/v1/check",
             json!({"policy": "books", "key": "k".repeat(1025)}).to_string(),
             400,
-            "invalid_request",
+            "invalid_key",
             "1024",
         ),
         (

@@ -15,66 +15,61 @@ use tollgate::store::resilient::{BreakerState, OnFailure};
 use tollgate::{Decision, Policy, Request};
 use tollgate_tower::headers::{RateLimitHeaders, ceil_millis, ceil_secs};
 
-use super::{ApiError, AppState, MAX_BODY};
+use super::MAX_BODY;
 use crate::config::PolicySet;
+use crate::decide;
+use crate::error::{Code, ServiceError};
+use crate::state::AppState;
 
-type ApiResult = Result<Response, ApiError>;
+type ApiResult = Result<Response, ServiceError>;
 
 /// The body as a JSON object; every problem named.
-fn object(body: Result<Bytes, BytesRejection>) -> Result<Map<String, Value>, ApiError> {
+fn object(body: Result<Bytes, BytesRejection>) -> Result<Map<String, Value>, ServiceError> {
     let bytes = body.map_err(|e| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
+            ServiceError::new(
+                Code::PayloadTooLarge,
                 format!("the body exceeds {MAX_BODY} bytes"),
             )
         } else {
-            ApiError::invalid(e.body_text())
+            ServiceError::invalid(e.body_text())
         }
     })?;
     match serde_json::from_slice::<Value>(&bytes) {
         Ok(Value::Object(map)) => Ok(map),
-        Ok(_) => Err(ApiError::invalid("the body must be a JSON object")),
-        Err(e) => Err(ApiError::invalid(format!("malformed JSON: {e}"))),
+        Ok(_) => Err(ServiceError::invalid("the body must be a JSON object")),
+        Err(e) => Err(ServiceError::invalid(format!("malformed JSON: {e}"))),
     }
 }
 
-fn string<'a>(obj: &'a Map<String, Value>, field: &str) -> Result<&'a str, ApiError> {
+fn string<'a>(obj: &'a Map<String, Value>, field: &str) -> Result<&'a str, ServiceError> {
     match obj.get(field) {
         Some(Value::String(s)) => Ok(s),
-        Some(other) => Err(ApiError::invalid(format!(
+        Some(other) => Err(ServiceError::invalid(format!(
             "field `{field}` must be a string, got {other}"
         ))),
-        None => Err(ApiError::invalid(format!("missing field `{field}`"))),
+        None => Err(ServiceError::invalid(format!("missing field `{field}`"))),
     }
 }
 
-fn integer(obj: &Map<String, Value>, field: &str, default: Option<u64>) -> Result<u64, ApiError> {
+fn integer(
+    obj: &Map<String, Value>,
+    field: &str,
+    default: Option<u64>,
+) -> Result<u64, ServiceError> {
     match (obj.get(field), default) {
         (Some(v), _) => v.as_u64().ok_or_else(|| {
-            ApiError::invalid(format!(
+            ServiceError::invalid(format!(
                 "field `{field}` must be a non-negative integer, got {v}"
             ))
         }),
         (None, Some(d)) => Ok(d),
-        (None, None) => Err(ApiError::invalid(format!("missing field `{field}`"))),
+        (None, None) => Err(ServiceError::invalid(format!("missing field `{field}`"))),
     }
 }
 
-fn policy<'a>(set: &'a PolicySet, obj: &Map<String, Value>) -> Result<&'a Policy, ApiError> {
-    let name = string(obj, "policy")?;
-    find(set, name)
-}
-
-fn find<'a>(set: &'a PolicySet, name: &str) -> Result<&'a Policy, ApiError> {
-    set.get(name).ok_or_else(|| {
-        ApiError::new(
-            StatusCode::NOT_FOUND,
-            "unknown_policy",
-            format!("no policy named {name:?}"),
-        )
-    })
+fn policy<'a>(set: &'a PolicySet, obj: &Map<String, Value>) -> Result<&'a Policy, ServiceError> {
+    decide::policy(set, string(obj, "policy")?)
 }
 
 fn decision_json(policy: &Policy, d: &Decision) -> Value {
@@ -116,15 +111,6 @@ fn answer(decided: &[(&Policy, Decision)], body: Value) -> Response {
     response
 }
 
-/// Counts decisions when no resilient store does it already.
-fn record(state: &AppState, decided: &[(&Policy, Decision)]) {
-    if state.store.resilient.is_none() {
-        for (p, d) in decided {
-            tollgate::metrics::record_decision(p.name(), d);
-        }
-    }
-}
-
 /// `POST /v1/check`: one check, or `{"checks": […], "atomic": bool}`.
 pub(super) async fn check(
     State(state): State<Arc<AppState>>,
@@ -138,13 +124,8 @@ pub(super) async fn check(
     let policy = policy(&set, &obj)?;
     let key = string(&obj, "key")?;
     let cost = integer(&obj, "cost", Some(1))?;
-    let d = state
-        .store
-        .store
-        .check(policy, key.as_bytes(), cost)
-        .await?;
+    let d = state.check(policy, key.as_bytes(), cost).await?;
     let decided = [(policy, d)];
-    record(&state, &decided);
     Ok(answer(&decided, decision_json(policy, &d)))
 }
 
@@ -158,27 +139,29 @@ async fn check_many(
         None => false,
         Some(Value::Bool(b)) => *b,
         Some(other) => {
-            return Err(ApiError::invalid(format!(
+            return Err(ServiceError::invalid(format!(
                 "field `atomic` must be true or false, got {other}"
             )));
         }
     };
     let Value::Array(items) = checks else {
-        return Err(ApiError::invalid("field `checks` must be an array"));
+        return Err(ServiceError::invalid("field `checks` must be an array"));
     };
     if items.is_empty() {
-        return Err(ApiError::invalid(
+        return Err(ServiceError::invalid(
             "field `checks` must hold at least one check",
         ));
     }
     let mut parsed = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
         let Value::Object(check) = item else {
-            return Err(ApiError::invalid(format!("checks[{i}] must be an object")));
+            return Err(ServiceError::invalid(format!(
+                "checks[{i}] must be an object"
+            )));
         };
-        let at = |e: ApiError| ApiError::invalid(format!("checks[{i}]: {}", e.message()));
+        let at = |e: ServiceError| e.at(&format!("checks[{i}]"));
         let p = match policy(set, check) {
-            Err(e) if e.code() == "unknown_policy" => return Err(e),
+            Err(e) if e.code() == Code::UnknownPolicy => return Err(e),
             other => other.map_err(at)?,
         };
         parsed.push((
@@ -195,10 +178,9 @@ async fn check_many(
             cost: *cost,
         })
         .collect();
-    let decisions = state.store.store.check_many(&requests, atomic).await?;
+    let decisions = state.check_many(&requests, atomic).await?;
     let decided: Vec<(&Policy, Decision)> =
         parsed.iter().map(|(p, ..)| *p).zip(decisions).collect();
-    record(state, &decided);
     let body = json!({
         "allowed": decided.iter().all(|(_, d)| d.allowed),
         "decisions": decided.iter().map(|(p, d)| decision_json(p, d)).collect::<Vec<_>>(),
@@ -218,12 +200,9 @@ pub(super) async fn reserve(
     let cost = integer(&obj, "cost", Some(1))?;
     let max_wait = Duration::from_millis(integer(&obj, "max_wait_ms", Some(0))?);
     let d = state
-        .store
-        .store
         .reserve(policy, key.as_bytes(), cost, max_wait)
         .await?;
     let decided = [(policy, d)];
-    record(&state, &decided);
     let mut body = decision_json(policy, &d);
     body["wait_ms"] = json!(ceil_millis(d.delay));
     Ok(answer(&decided, body))
@@ -238,13 +217,8 @@ pub(super) async fn acquire(
     let set = state.policies();
     let policy = policy(&set, &obj)?;
     let key = string(&obj, "key")?;
-    let lease = state
-        .store
-        .store
-        .acquire_lease(policy, key.as_bytes())
-        .await?;
+    let lease = state.acquire(policy, key.as_bytes()).await?;
     let decided = [(policy, lease.decision)];
-    record(&state, &decided);
     let mut body = decision_json(policy, &lease.decision);
     if let Some(id) = lease.id {
         body["lease"] = json!(id.to_string());
@@ -264,12 +238,8 @@ pub(super) async fn release(
     let key = string(&obj, "key")?;
     let lease: LeaseId = string(&obj, "lease")?
         .parse()
-        .map_err(|e: tollgate::Error| ApiError::invalid(e.to_string()))?;
-    let released = state
-        .store
-        .store
-        .release_lease(policy, key.as_bytes(), lease)
-        .await?;
+        .map_err(|e: tollgate::Error| ServiceError::invalid(e.to_string()))?;
+    let released = state.release(policy, key.as_bytes(), lease).await?;
     Ok(Json(json!({"released": released})).into_response())
 }
 
@@ -279,8 +249,8 @@ pub(super) async fn reset(
     Path((name, key)): Path<(String, String)>,
 ) -> ApiResult {
     let set = state.policies();
-    let policy = find(&set, &name)?;
-    state.store.store.reset(policy, key.as_bytes()).await?;
+    let policy = decide::policy(&set, &name)?;
+    state.reset(policy, key.as_bytes()).await?;
     Ok(Json(json!({"policy": name, "reset": true})).into_response())
 }
 
@@ -305,19 +275,19 @@ pub(super) async fn policies(State(state): State<Arc<AppState>>) -> Response {
 /// `GET /readyz`: 200 while decisions are served (by the store, or by a
 /// fallback that answers), 503 when they would fail.
 pub(super) async fn ready(State(state): State<Arc<AppState>>) -> Response {
-    let store = state.store.describe();
-    match state.store.breaker() {
+    let store = state.backend.describe();
+    match state.backend.breaker() {
         None => Json(json!({"ready": true, "store": store})).into_response(),
         Some(BreakerState::Closed) => {
             Json(json!({"ready": true, "store": store, "breaker": "closed"})).into_response()
         }
         Some(_) => {
-            let serving = state.store.settings.on_failure != OnFailure::Deny;
+            let serving = state.backend.settings.on_failure != OnFailure::Deny;
             let body = json!({
                 "ready": serving,
                 "store": store,
                 "breaker": "open",
-                "on_failure": state.store.settings.on_failure.as_str(),
+                "on_failure": state.backend.settings.on_failure.as_str(),
             });
             let status = if serving {
                 StatusCode::OK
@@ -337,8 +307,6 @@ pub(super) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
             handle.render(),
         )
             .into_response(),
-        None => {
-            ApiError::new(StatusCode::NOT_FOUND, "not_found", "metrics are off").into_response()
-        }
+        None => ServiceError::new(Code::NotFound, "metrics are off").into_response(),
     }
 }

@@ -1,10 +1,14 @@
-//! The HTTP API: the router, its shared state, authentication, request
-//! metrics. The handlers are in `api.rs`, errors in `error.rs`.
+//! The HTTP API: the router, authentication, request metrics. The
+//! handlers are in `api.rs`, errors as JSON in `error.rs`; the state is
+//! `crate::state::AppState`, shared with gRPC. `tests.rs` drives the router
+//! in-process with `oneshot`; `tests/serve.rs` the binary on a socket.
 
 mod api;
 mod error;
+#[cfg(test)]
+mod tests;
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Instant;
 
 use axum::Router;
@@ -12,39 +16,16 @@ use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
-use http::StatusCode;
-use metrics_exporter_prometheus::PrometheusHandle;
 use subtle::ConstantTimeEq;
 
-use crate::config::PolicySet;
-use crate::store::ServiceStore;
-pub(crate) use error::ApiError;
+use crate::error::{Code, ServiceError};
+use crate::state::AppState;
 
 /// The largest request body accepted.
 pub(crate) const MAX_BODY: usize = 64 * 1024;
 
-/// What every request handler shares.
-#[derive(Debug)]
-pub(crate) struct AppState {
-    pub(crate) store: ServiceStore,
-    /// The policies in force, swapped whole on reload.
-    pub(crate) policies: RwLock<Arc<PolicySet>>,
-    pub(crate) token: Option<String>,
-    pub(crate) metrics: Option<PrometheusHandle>,
-}
-
-impl AppState {
-    pub(crate) fn policies(&self) -> Arc<PolicySet> {
-        self.policies.read().expect("policies lock").clone()
-    }
-
-    pub(crate) fn replace_policies(&self, policies: PolicySet) {
-        *self.policies.write().expect("policies lock") = Arc::new(policies);
-    }
-}
-
-/// The application, as a function of its state (tested with `oneshot` and
-/// on a real socket).
+/// The application, as a function of its state (tested with `oneshot` in
+/// `tests.rs`, and on a real socket in `tests/serve.rs`).
 pub(crate) fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/v1/check", post(api::check))
@@ -56,9 +37,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(api::ready))
         .route("/metrics", get(api::metrics))
-        .fallback(|| async {
-            ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint")
-        })
+        .fallback(|| async { ServiceError::new(Code::NotFound, "no such endpoint") })
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .layer(middleware::from_fn(measure))
@@ -82,12 +61,8 @@ async fn authenticate(
             .and_then(|v| v.strip_prefix("Bearer "))
             .unwrap_or("");
         if !bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
-            return ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                "unauthorized",
-                "a valid bearer token is required",
-            )
-            .into_response();
+            return ServiceError::new(Code::Unauthorized, "a valid bearer token is required")
+                .into_response();
         }
     }
     next.run(request).await

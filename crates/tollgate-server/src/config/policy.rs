@@ -1,0 +1,168 @@
+//! A `[[policy]]` table: its algorithm and the fields that algorithm
+//! takes, each error with the field's span.
+
+use std::ops::Range;
+
+use serde::Deserialize;
+use tollgate::{Policy, parse_duration};
+use toml::Spanned;
+
+use super::FieldError;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPolicy {
+    pub(super) name: Spanned<String>,
+    pub(super) algorithm: Spanned<String>,
+    limit: Option<Spanned<i64>>,
+    window: Option<Spanned<String>>,
+    rate: Option<Spanned<i64>>,
+    per: Option<Spanned<String>>,
+    burst: Option<Spanned<i64>>,
+    capacity: Option<Spanned<i64>>,
+    lease: Option<Spanned<String>>,
+    pub(super) on_failure: Option<Spanned<String>>,
+}
+
+pub(super) fn build(raw: &RawPolicy) -> Result<Policy, FieldError> {
+    let name = raw.name.get_ref();
+    let algorithm = raw.algorithm.get_ref().as_str();
+    let (allowed, policy): (&[&str], _) = match algorithm {
+        "fixed_window" => (
+            &["limit", "window"],
+            Policy::fixed_window(name, count(raw, "limit")?, duration(raw, "window")?),
+        ),
+        "sliding_window" => (
+            &["limit", "window"],
+            Policy::sliding_window(name, count(raw, "limit")?, duration(raw, "window")?),
+        ),
+        "sliding_log" => (
+            &["limit", "window"],
+            Policy::sliding_log(name, count(raw, "limit")?, duration(raw, "window")?),
+        ),
+        "token_bucket" => (
+            &["rate", "per", "burst"],
+            Policy::token_bucket(
+                name,
+                count(raw, "rate")?,
+                duration(raw, "per")?,
+                count(raw, "burst")?,
+            ),
+        ),
+        "gcra" => (
+            &["rate", "per", "burst"],
+            Policy::gcra(
+                name,
+                count(raw, "rate")?,
+                duration(raw, "per")?,
+                count(raw, "burst")?,
+            ),
+        ),
+        "leaky_bucket" => (
+            &["rate", "per", "capacity"],
+            Policy::leaky_bucket(
+                name,
+                count(raw, "rate")?,
+                duration(raw, "per")?,
+                count(raw, "capacity")?,
+            ),
+        ),
+        "concurrency" => (
+            &["limit", "lease"],
+            Policy::concurrency(name, count(raw, "limit")?, duration(raw, "lease")?),
+        ),
+        other => {
+            return Err((
+                Some(raw.algorithm.span()),
+                format!(
+                    "unknown algorithm `{other}` (expected fixed_window, sliding_window, sliding_log, token_bucket, gcra, leaky_bucket or concurrency)"
+                ),
+            ));
+        }
+    };
+    for (field, span) in raw.present() {
+        if !allowed.contains(&field) {
+            return Err((
+                Some(span),
+                format!(
+                    "field `{field}` does not apply to {algorithm} (it takes {})",
+                    allowed.join(", ")
+                ),
+            ));
+        }
+    }
+    policy.map_err(|e| {
+        let span = match &e {
+            tollgate::Error::InvalidPolicy { field, .. } => raw.span_of(field),
+            _ => None,
+        };
+        (span, e.to_string())
+    })
+}
+
+impl RawPolicy {
+    fn present(&self) -> Vec<(&'static str, Range<usize>)> {
+        let mut out = Vec::new();
+        for (name, span) in [
+            ("limit", self.limit.as_ref().map(|v| v.span())),
+            ("rate", self.rate.as_ref().map(|v| v.span())),
+            ("burst", self.burst.as_ref().map(|v| v.span())),
+            ("capacity", self.capacity.as_ref().map(|v| v.span())),
+            ("window", self.window.as_ref().map(|v| v.span())),
+            ("per", self.per.as_ref().map(|v| v.span())),
+            ("lease", self.lease.as_ref().map(|v| v.span())),
+        ] {
+            if let Some(span) = span {
+                out.push((name, span));
+            }
+        }
+        out
+    }
+
+    fn span_of(&self, field: &str) -> Option<Range<usize>> {
+        match field {
+            "name" => Some(self.name.span()),
+            _ => self
+                .present()
+                .into_iter()
+                .find(|(f, _)| *f == field)
+                .map(|(_, s)| s),
+        }
+    }
+}
+
+fn count(raw: &RawPolicy, field: &'static str) -> Result<u64, FieldError> {
+    let value = match field {
+        "limit" => &raw.limit,
+        "rate" => &raw.rate,
+        "burst" => &raw.burst,
+        _ => &raw.capacity,
+    };
+    let value = value
+        .as_ref()
+        .ok_or_else(|| (None, format!("missing field `{field}`")))?;
+    u64::try_from(*value.get_ref())
+        .ok()
+        .filter(|&v| v > 0)
+        .ok_or_else(|| {
+            (
+                Some(value.span()),
+                format!(
+                    "`{field}` must be a positive integer, got {}",
+                    value.get_ref()
+                ),
+            )
+        })
+}
+
+fn duration(raw: &RawPolicy, field: &'static str) -> Result<std::time::Duration, FieldError> {
+    let value = match field {
+        "window" => &raw.window,
+        "per" => &raw.per,
+        _ => &raw.lease,
+    };
+    let value = value
+        .as_ref()
+        .ok_or_else(|| (None, format!("missing field `{field}`")))?;
+    parse_duration(value.get_ref()).map_err(|e| (Some(value.span()), format!("`{field}`: {e}")))
+}

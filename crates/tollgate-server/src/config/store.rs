@@ -1,0 +1,141 @@
+//! The `[store]` table: which store the service decides on, and how it
+//! behaves when Redis fails.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use tollgate::parse_duration;
+use tollgate::store::resilient::OnFailure;
+use toml::Spanned;
+
+use super::SpannedError;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawStore {
+    kind: Option<Spanned<String>>,
+    urls: Option<Spanned<Vec<String>>>,
+    prefix: Option<Spanned<String>>,
+    deadline: Option<Spanned<String>>,
+    on_failure: Option<Spanned<String>>,
+    expected_instances: Option<Spanned<i64>>,
+    max_keys: Option<Spanned<i64>>,
+    bucket_expiry_form: Option<bool>,
+    pipelining: Option<bool>,
+}
+
+/// Which store the service decides on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StoreSettings {
+    /// Empty for the memory store.
+    pub(crate) urls: Vec<String>,
+    pub(crate) prefix: Option<String>,
+    pub(crate) deadline: Duration,
+    pub(crate) on_failure: OnFailure,
+    pub(crate) expected_instances: u32,
+    pub(crate) max_keys: Option<usize>,
+    /// Redis: buckets on the server's clock keep their TAT as the key's
+    /// expiry (`RedisStoreBuilder::bucket_expiry_form`).
+    pub(crate) bucket_expiry_form: bool,
+    /// Redis: concurrent decisions on a standalone server leave together
+    /// as pipelines (`RedisStoreBuilder::pipelining`).
+    pub(crate) pipelining: bool,
+    /// Per-policy failure policies (`on_failure` in a `[[policy]]`).
+    pub(crate) policy_on_failure: Vec<(String, OnFailure)>,
+}
+
+impl Default for StoreSettings {
+    fn default() -> Self {
+        StoreSettings {
+            urls: Vec::new(),
+            prefix: None,
+            deadline: Duration::from_millis(50),
+            on_failure: OnFailure::Local,
+            expected_instances: 1,
+            max_keys: None,
+            bucket_expiry_form: true,
+            pipelining: true,
+            policy_on_failure: Vec::new(),
+        }
+    }
+}
+
+pub(super) fn store_settings(raw: RawStore) -> Result<StoreSettings, SpannedError> {
+    let mut settings = StoreSettings::default();
+    let kind = raw.kind.as_ref().map(|k| (k.get_ref().as_str(), k.span()));
+    match kind {
+        None | Some(("memory", _)) | Some(("redis", _)) => {}
+        Some((other, span)) => {
+            return Err((
+                span,
+                format!("[store] `kind`: expected `memory` or `redis`, got {other:?}"),
+            ));
+        }
+    }
+    if let Some(urls) = raw.urls {
+        if urls.get_ref().is_empty() {
+            return Err((
+                urls.span(),
+                "[store] `urls` must name at least one server".into(),
+            ));
+        }
+        settings.urls = urls.into_inner();
+    }
+    match kind {
+        Some(("redis", span)) if settings.urls.is_empty() => {
+            return Err((span, "[store] `kind = \"redis\"` needs `urls`".into()));
+        }
+        Some(("memory", span)) if !settings.urls.is_empty() => {
+            return Err((span, "[store] `kind = \"memory\"` takes no `urls`".into()));
+        }
+        _ => {}
+    }
+    settings.prefix = raw.prefix.map(Spanned::into_inner);
+    if let Some(on) = raw.bucket_expiry_form {
+        settings.bucket_expiry_form = on;
+    }
+    if let Some(on) = raw.pipelining {
+        settings.pipelining = on;
+    }
+    if let Some(d) = raw.deadline {
+        settings.deadline = parse_duration(d.get_ref())
+            .map_err(|e| (d.span(), format!("[store] `deadline`: {e}")))?;
+    }
+    if let Some(f) = raw.on_failure {
+        settings.on_failure = f
+            .get_ref()
+            .parse()
+            .map_err(|e| (f.span(), format!("[store] {e}")))?;
+    }
+    if let Some(n) = raw.expected_instances {
+        settings.expected_instances = u32::try_from(*n.get_ref())
+            .ok()
+            .filter(|&n| n > 0)
+            .ok_or_else(|| {
+                (
+                    n.span(),
+                    format!(
+                        "[store] `expected_instances` must be a positive integer, got {}",
+                        n.get_ref()
+                    ),
+                )
+            })?;
+    }
+    if let Some(n) = raw.max_keys {
+        settings.max_keys = Some(
+            usize::try_from(*n.get_ref())
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| {
+                    (
+                        n.span(),
+                        format!(
+                            "[store] `max_keys` must be a positive integer, got {}",
+                            n.get_ref()
+                        ),
+                    )
+                })?,
+        );
+    }
+    Ok(settings)
+}

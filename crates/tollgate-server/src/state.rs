@@ -1,0 +1,30 @@
+//! What the HTTP and gRPC front ends share: the store, the policies in
+//! force (swapped whole on reload), the token and the metrics handle.
+
+use std::sync::{Arc, RwLock};
+
+use metrics_exporter_prometheus::PrometheusHandle;
+
+use crate::config::PolicySet;
+use crate::store::Backend;
+
+/// What every request handler shares.
+#[derive(Debug)]
+pub(crate) struct AppState {
+    pub(crate) backend: Backend,
+    /// The policies in force, swapped whole on reload.
+    pub(crate) policies: RwLock<Arc<PolicySet>>,
+    pub(crate) token: Option<String>,
+    pub(crate) metrics: Option<PrometheusHandle>,
+}
+
+impl AppState {
+    /// The policies in force now: a snapshot a request keeps to its end.
+    pub(crate) fn policies(&self) -> Arc<PolicySet> {
+        self.policies.read().expect("policies lock").clone()
+    }
+
+    pub(crate) fn replace_policies(&self, policies: PolicySet) {
+        *self.policies.write().expect("policies lock") = Arc::new(policies);
+    }
+}
