@@ -18,6 +18,7 @@
 //! fault | caller-visible errors of all calls.
 #![cfg(feature = "redis")]
 
+mod errors;
 mod half_working;
 mod outages;
 mod startup;
