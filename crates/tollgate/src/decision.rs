@@ -15,15 +15,19 @@ pub enum Source {
     Fallback,
     /// A local cache of an earlier denial by the store.
     Cache,
+    /// A lease: capacity this instance took from the store in a batch
+    /// (see [`LeasingStore`](crate::store::leasing::LeasingStore)).
+    Lease,
 }
 
 impl Source {
-    /// `store`, `fallback` or `cache`.
+    /// `store`, `fallback`, `cache` or `lease`.
     pub fn as_str(self) -> &'static str {
         match self {
             Source::Store => "store",
             Source::Fallback => "fallback",
             Source::Cache => "cache",
+            Source::Lease => "lease",
         }
     }
 }

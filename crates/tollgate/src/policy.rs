@@ -43,6 +43,9 @@ pub struct Policy {
     group: Option<Arc<str>>,
     /// Shadow mode: decided and counted as usual, never denied.
     shadow: bool,
+    /// Whether a [`LeasingStore`](crate::store::leasing::LeasingStore)
+    /// answers this policy from leases (see [`Policy::with_lease`]).
+    lease: bool,
 }
 
 impl Policy {
@@ -55,6 +58,7 @@ impl Policy {
             inline_name: InlineName::new(name.as_bytes()),
             group: None,
             shadow: false,
+            lease: false,
         })
     }
 
@@ -83,6 +87,48 @@ impl Policy {
         validate_name_of("group", group)?;
         self.group = Some(group.into());
         Ok(self)
+    }
+
+    /// Opts the policy in to leases (or out, with `false`): a
+    /// [`LeasingStore`](crate::store::leasing::LeasingStore) then takes its
+    /// capacity from the store in batches and answers from them locally
+    /// (`source: lease`), for a fixed or sliding window, whose leases are
+    /// spent only within the window they were taken in, so that nothing is
+    /// ever admitted that the store did not count. Other algorithms answer
+    /// `unsupported`, naming `lease`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Policy;
+    ///
+    /// let partner = Policy::fixed_window("partner", 10_000, Duration::from_secs(1))?.with_lease(true)?;
+    /// assert!(partner.leased());
+    /// assert!(Policy::sliding_log("log", 10, Duration::from_secs(1))?.with_lease(true).is_err());
+    /// # Ok::<(), tollgate::Error>(())
+    /// ```
+    pub fn with_lease(mut self, lease: bool) -> Result<Policy> {
+        if lease
+            && !matches!(
+                self.algorithm,
+                Algorithm::FixedWindow(_) | Algorithm::SlidingWindow(_)
+            )
+        {
+            return Err(Error::policy(
+                "lease",
+                format!(
+                    "leases are for fixed_window and sliding_window policies, not {}",
+                    self.algorithm.name()
+                ),
+            ));
+        }
+        self.lease = lease;
+        Ok(self)
+    }
+
+    /// Whether the policy is answered from leases (see
+    /// [`Policy::with_lease`]).
+    pub fn leased(&self) -> bool {
+        self.lease
     }
 
     /// The policy's group, if it has one (see [`Policy::with_group`]).

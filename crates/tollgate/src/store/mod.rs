@@ -15,6 +15,7 @@ use crate::{Decision, Policy, Result};
 
 pub(crate) use self::memory::key as composite;
 pub mod deferred;
+pub mod leasing;
 pub mod memory;
 #[cfg(feature = "redis")]
 pub mod redis;

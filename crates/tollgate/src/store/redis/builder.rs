@@ -13,6 +13,7 @@ use super::coalesce::Coalescer;
 use super::connection::Connection;
 use super::error::store_error;
 use super::keys::{DEFAULT_PREFIX, validate_prefix};
+use super::nodes::NodePipelines;
 use super::scripts::Scripts;
 use super::sentinel::{MasterAuth, SentinelConnection, SentinelTarget, is_sentinel_url};
 use super::{Inner, RedisStore, TimeSource};
@@ -74,14 +75,14 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// Whether concurrent decisions on a standalone server leave together
-    /// as pipelines when many callers are busy (default `true`): once 32
-    /// calls are in flight, the callers ready at that moment share one
+    /// Whether concurrent decisions leave together as pipelines when many
+    /// callers are busy (default `true`): once 32 calls are in flight (per
+    /// primary, on a cluster, whose calls are grouped by the primary that
+    /// holds their key's slot), the callers ready at that moment share one
     /// write to the socket instead of one each, the largest part of the
     /// client's work under load; with fewer in flight a call leaves at
     /// once, as it would alone. `false` sends each script call by itself
-    /// on the shared connection. A cluster's calls always leave by
-    /// themselves (a cluster pipeline must stay within one slot).
+    /// on the shared connection.
     pub fn pipelining(mut self, enabled: bool) -> Self {
         self.pipelining = enabled;
         self
@@ -208,12 +209,19 @@ impl RedisStoreBuilder {
                     .connection_timeout(self.connect_timeout)
                     .build()
                     .map_err(|e| bad_url(&e))?;
-                Connection::Cluster(
-                    client
-                        .get_async_connection()
+                let cluster = client
+                    .get_async_connection()
+                    .await
+                    .map_err(|e| store_error(&e))?;
+                let nodes = if self.pipelining {
+                    let nodes = NodePipelines::connect(cluster.clone())
                         .await
-                        .map_err(|e| store_error(&e))?,
-                )
+                        .map_err(|e| store_error(&e))?;
+                    Some(Arc::new(nodes))
+                } else {
+                    None
+                };
+                Connection::Cluster(cluster, nodes)
             }
         })
     }

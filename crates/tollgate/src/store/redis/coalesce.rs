@@ -33,6 +33,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::SingleNodeRoutingInfo;
 use redis::{Cmd, ErrorKind, RedisError, RedisResult, Value};
 use tokio::sync::oneshot;
 
@@ -49,9 +51,50 @@ const MAX_PIPELINE: usize = 128;
 /// the next pipeline, and each round pays both sides' wake-up.)
 const QUEUE_FROM: usize = 32;
 
-/// A queue of commands in front of one standalone connection.
+/// Where a queue's commands go.
+pub(crate) enum Sink {
+    /// A standalone server.
+    Server(ConnectionManager),
+    /// One primary of a cluster: pipelines to its address through the
+    /// cluster's connection (which keeps one connection per node); a
+    /// command alone goes by its key's slot, redirects followed.
+    Node {
+        cluster: ClusterConnection,
+        host: String,
+        port: u16,
+    },
+}
+
+impl Sink {
+    async fn one(&self, cmd: &Cmd) -> RedisResult<Value> {
+        match self {
+            Sink::Server(conn) => cmd.query_async(&mut conn.clone()).await,
+            Sink::Node { cluster, .. } => cmd.query_async(&mut cluster.clone()).await,
+        }
+    }
+
+    async fn many(&self, pipeline: redis::Pipeline, count: usize) -> RedisResult<Vec<Value>> {
+        match self {
+            Sink::Server(conn) => conn.clone().req_packed_commands(&pipeline, 0, count).await,
+            Sink::Node {
+                cluster,
+                host,
+                port,
+            } => {
+                let to = SingleNodeRoutingInfo::ByAddress {
+                    host: host.clone(),
+                    port: *port,
+                };
+                cluster.clone().route_pipeline(pipeline, 0, count, to).await
+            }
+        }
+    }
+}
+
+/// A queue of commands in front of one standalone connection, or of one
+/// cluster node.
 pub(crate) struct Coalescer {
-    conn: ConnectionManager,
+    sink: Sink,
     /// The SHA1 of `lua/fixed_window_server_group.lua` as loaded.
     group_sha: String,
     queue: Mutex<Queue>,
@@ -119,8 +162,12 @@ impl Item {
 
 impl Coalescer {
     pub(crate) fn new(conn: ConnectionManager) -> Coalescer {
+        Coalescer::to(Sink::Server(conn))
+    }
+
+    pub(crate) fn to(sink: Sink) -> Coalescer {
         Coalescer {
-            conn,
+            sink,
             group_sha: redis::Script::new(super::scripts::FIXED_WINDOW_SERVER_GROUP)
                 .get_hash()
                 .to_string(),
@@ -139,7 +186,7 @@ impl Coalescer {
             // at once.
             self.in_flight.fetch_add(1, Ordering::Relaxed);
             let _sent = InFlight(&self.in_flight, 1);
-            return cmd.query_async(&mut self.conn.clone()).await;
+            return self.sink.one(&cmd).await;
         };
         self.enqueue(&runtime, |queue, sender| {
             queue.commands.push(cmd);
@@ -155,6 +202,10 @@ impl Coalescer {
         self: &Arc<Self>,
         check: WindowCheck,
     ) -> Option<RedisResult<Value>> {
+        // A group's keys are in many slots: standalone only.
+        if !matches!(self.sink, Sink::Server(_)) {
+            return None;
+        }
         let runtime = self.busy()?;
         Some(
             self.enqueue(&runtime, |queue, sender| {
@@ -283,22 +334,17 @@ impl Coalescer {
             pipeline.add_command(cmd);
             routes.push(route);
         }
-        let replies = self
-            .conn
-            .clone()
-            .req_packed_commands(&pipeline, 0, count)
-            .await
-            .and_then(|replies| {
-                if replies.len() == count {
-                    Ok(replies)
-                } else {
-                    Err(RedisError::from((
-                        ErrorKind::Parse,
-                        "pipeline reply",
-                        format!("{} replies to {count} commands", replies.len()),
-                    )))
-                }
-            });
+        let replies = self.sink.many(pipeline, count).await.and_then(|replies| {
+            if replies.len() == count {
+                Ok(replies)
+            } else {
+                Err(RedisError::from((
+                    ErrorKind::Parse,
+                    "pipeline reply",
+                    format!("{} replies to {count} commands", replies.len()),
+                )))
+            }
+        });
         // A caller that gave up has dropped its receiver: sends may fail.
         match replies {
             Ok(replies) => {

@@ -7,6 +7,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, RedisResult, Value};
 
 use super::coalesce::{Coalescer, WindowCheck};
+use super::nodes::NodePipelines;
 use super::sentinel::SentinelConnection;
 
 /// A shared, multiplexed connection: concurrent commands pipeline on one
@@ -17,8 +18,10 @@ pub(crate) enum Connection {
     /// with the queue that pipelines concurrent script calls, unless that
     /// was switched off.
     Single(ConnectionManager, Option<Arc<Coalescer>>),
-    /// A Redis Cluster; MOVED, ASK and TRYAGAIN are followed by the client.
-    Cluster(ClusterConnection),
+    /// A Redis Cluster; MOVED, ASK and TRYAGAIN are followed by the client;
+    /// with the queues that pipeline concurrent script calls per primary,
+    /// unless that was switched off.
+    Cluster(ClusterConnection, Option<Arc<NodePipelines>>),
     /// The master Redis Sentinel names, followed after a failover.
     Sentinel(Arc<SentinelConnection>),
 }
@@ -27,7 +30,7 @@ impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Connection::Single(..) => "Connection::Single",
-            Connection::Cluster(_) => "Connection::Cluster",
+            Connection::Cluster(..) => "Connection::Cluster",
             Connection::Sentinel(_) => "Connection::Sentinel",
         })
     }
@@ -38,17 +41,20 @@ impl Connection {
     pub(crate) async fn query(&self, cmd: &Cmd) -> RedisResult<Value> {
         match self {
             Connection::Single(c, _) => cmd.query_async(&mut c.clone()).await,
-            Connection::Cluster(c) => cmd.query_async(&mut c.clone()).await,
+            Connection::Cluster(c, _) => cmd.query_async(&mut c.clone()).await,
             Connection::Sentinel(s) => s.query(cmd.clone(), false).await,
         }
     }
 
-    /// Sends a command of the hot path: in the next pipeline of concurrent
-    /// commands, on a standalone server (see [`Coalescer`]).
-    pub(crate) async fn query_pipelined(&self, cmd: Cmd) -> RedisResult<Value> {
-        match self {
-            Connection::Single(_, Some(queue)) => queue.query(cmd).await,
-            Connection::Sentinel(s) => s.query(cmd, true).await,
+    /// Sends a command of the hot path, whose first key is `key`: in the
+    /// next pipeline of concurrent commands, on a standalone server (see
+    /// [`Coalescer`]) or to the key's primary on a cluster (see
+    /// [`NodePipelines`]).
+    pub(crate) async fn query_pipelined(&self, key: Option<&[u8]>, cmd: Cmd) -> RedisResult<Value> {
+        match (self, key) {
+            (Connection::Single(_, Some(queue)), _) => queue.query(cmd).await,
+            (Connection::Cluster(_, Some(nodes)), Some(key)) => nodes.query(key, cmd).await,
+            (Connection::Sentinel(s), _) => s.query(cmd, true).await,
             _ => self.query(&cmd).await,
         }
     }
@@ -64,6 +70,6 @@ impl Connection {
     }
 
     pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self, Connection::Cluster(_))
+        matches!(self, Connection::Cluster(..))
     }
 }

@@ -26,6 +26,7 @@ mod error;
 mod form;
 pub mod keys;
 mod lease;
+mod nodes;
 mod pack;
 mod reply;
 mod scripts;
@@ -113,11 +114,12 @@ impl RedisStore {
     }
 
     /// What the queue that pipelines concurrent calls (see
-    /// [`RedisStoreBuilder::pipelining`]) has sent; zeros on a cluster or
-    /// with pipelining off.
+    /// [`RedisStoreBuilder::pipelining`]) has sent (on a cluster, every
+    /// primary's queue); zeros with pipelining off.
     pub fn pipelined(&self) -> Pipelined {
         match &self.inner.conn {
             Connection::Single(_, Some(queue)) => queue.sent(),
+            Connection::Cluster(_, Some(nodes)) => nodes.sent(),
             Connection::Sentinel(s) => s
                 .master()
                 .queue

@@ -318,7 +318,7 @@ impl Script {
             // NOSCRIPT met a newer flush (or a node that never had the
             // script, after a failover), so a few rounds are enough.
             let seen = self.loads.load(Ordering::Acquire);
-            match conn.query_pipelined(cmd).await {
+            match conn.query_pipelined(keys.first().copied(), cmd).await {
                 Err(e) if is_noscript(&e) && reloads < MAX_RELOADS => {
                     self.reload(conn, seen).await?;
                     reloads += 1;

@@ -1,0 +1,181 @@
+//! Client CPU per decision on a Redis Cluster against a standalone server:
+//! 256 concurrent callers deciding fixed-window checks on keys spread over
+//! every slot, for a few seconds per setup, with this process's CPU time
+//! (user + system, all threads, from `/proc/self/stat`) and each server's
+//! (from `/proc/<pid>/stat`) read around the run. A 2-core machine cannot
+//! show three primaries' worth of throughput, but it can count what each
+//! decision costs the client and the servers, which is what the capacity
+//! of a larger cluster follows from.
+//!
+//! `cargo bench -p tollgate --features redis --bench cluster [-- --seconds N]`
+//! prints, for a standalone server and a 3-primary cluster, each with
+//! per-node pipelining on and off: decisions/s, client CPU µs per decision
+//! and servers' CPU µs per decision, then the ratios to standalone.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use tollgate::Policy;
+use tollgate::store::Store;
+use tollgate::store::redis::RedisStore;
+use tollgate_testkit::{RedisCluster, RedisServer};
+
+const CALLERS: usize = 256;
+
+/// CPU seconds (user + system) of a process, from `/proc/<pid>/stat`.
+fn cpu_seconds(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc (Linux)");
+    // Fields after the command (in parentheses): state is field 3, utime 14, stime 15.
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = after.split(' ').collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    ticks / clock_ticks()
+}
+
+fn clock_ticks() -> f64 {
+    let out = std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .expect("getconf");
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+struct Measured {
+    per_second: f64,
+    client_us: f64,
+    server_us: f64,
+}
+
+async fn run(store: Arc<RedisStore>, servers: &[u32], seconds: f64) -> Measured {
+    let policy = Arc::new(Policy::fixed_window("cpu", 1 << 40, Duration::from_secs(3600)).unwrap());
+    // Warm: every key's window exists, as in steady traffic.
+    let warm: Vec<_> = (0..CALLERS)
+        .map(|c| {
+            let (store, policy) = (store.clone(), policy.clone());
+            tokio::spawn(async move {
+                for n in 0..100 {
+                    store
+                        .check(&policy, format!("k{c}-{n}").as_bytes(), 1)
+                        .await
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for w in warm {
+        w.await.unwrap();
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let client_before = cpu_seconds("self");
+    let servers_before: f64 = servers.iter().map(|p| cpu_seconds(&p.to_string())).sum();
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..CALLERS)
+        .map(|c| {
+            let (store, policy, stop, done) =
+                (store.clone(), policy.clone(), stop.clone(), done.clone());
+            tokio::spawn(async move {
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let key = format!("k{c}-{}", n % 100);
+                    store.check(&policy, key.as_bytes(), 1).await.unwrap();
+                    n += 1;
+                }
+                done.fetch_add(n, Ordering::Relaxed);
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let client = cpu_seconds("self") - client_before;
+    let servers_cpu = servers
+        .iter()
+        .map(|p| cpu_seconds(&p.to_string()))
+        .sum::<f64>()
+        - servers_before;
+    let decisions = done.load(Ordering::Relaxed) as f64;
+    Measured {
+        per_second: decisions / elapsed,
+        client_us: client / decisions * 1e6,
+        server_us: servers_cpu / decisions * 1e6,
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let seconds = args
+        .iter()
+        .position(|a| a == "--seconds")
+        .and_then(|i| args.get(i + 1))
+        .map_or(4.0, |s| s.parse().expect("--seconds N"));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = RedisServer::start();
+    let cluster = RedisCluster::start(3, 0);
+    let cluster_pids: Vec<u32> = cluster.primaries().iter().map(|n| n.pid()).collect();
+    println!(
+        "{CALLERS} callers, fixed window (server clock), keys over every slot, {seconds} s per row"
+    );
+    println!(
+        "{:<34} {:>12} {:>16} {:>17}",
+        "setup", "decisions/s", "client µs/dec", "servers µs/dec"
+    );
+    let mut rows = Vec::new();
+    rt.block_on(async {
+        for round in 0..2 {
+            for (name, cluster_on, pipelining) in [
+                ("standalone, pipelined", false, true),
+                ("3-primary cluster, per-node pipes", true, true),
+                ("standalone, alone", false, false),
+                ("3-primary cluster, alone", true, false),
+            ] {
+                let urls = if cluster_on {
+                    cluster.seed_urls()
+                } else {
+                    vec![server.url()]
+                };
+                let store = Arc::new(
+                    RedisStore::builder(urls)
+                        .prefix(format!("r{round}:"))
+                        .pipelining(pipelining)
+                        .connect()
+                        .await
+                        .unwrap(),
+                );
+                let pids = if cluster_on {
+                    cluster_pids.clone()
+                } else {
+                    vec![server.pid()]
+                };
+                let m = run(store, &pids, seconds).await;
+                println!(
+                    "{name:<34} {:>12.0} {:>16.2} {:>17.2}",
+                    m.per_second, m.client_us, m.server_us
+                );
+                rows.push((round, name, m));
+            }
+        }
+    });
+    let client = |round: usize, name: &str| {
+        rows.iter()
+            .find(|r| r.0 == round && r.1 == name)
+            .map(|r| r.2.client_us)
+            .unwrap()
+    };
+    for round in 0..2 {
+        println!(
+            "round {round}: client CPU per decision, cluster / standalone: per-node pipes {:.2}, alone {:.2}",
+            client(round, "3-primary cluster, per-node pipes")
+                / client(round, "standalone, pipelined"),
+            client(round, "3-primary cluster, alone") / client(round, "standalone, pipelined"),
+        );
+    }
+}

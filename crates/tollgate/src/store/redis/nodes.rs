@@ -1,0 +1,224 @@
+//! Per-node pipelining on a Redis Cluster: busy callers' calls grouped by
+//! the primary that holds their key's slot and sent to it as pipelines,
+//! as `coalesce.rs` does on a standalone server.
+//!
+//! redis-rs's cluster connection sends each command alone, and a pipeline
+//! only within one slot; but it can send a pipeline to a node by address.
+//! So this keeps the slot map (`CLUSTER SLOTS`, read at connect and again
+//! after a redirect) and one [`Coalescer`] per primary. A command that a
+//! node answers with a redirect, or that a node's pipeline loses (the node
+//! down, a failover), is sent again alone through the cluster connection,
+//! which follows redirects and retries as it always did, and the map is
+//! read again in the background.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, RedisResult, RetryMethod, Value};
+
+use super::Pipelined;
+use super::coalesce::{Coalescer, Sink};
+
+/// The cluster's slots, each with the queue of the primary that holds it.
+struct SlotMap {
+    /// Index into `nodes` per slot (16384 of them).
+    owner: Vec<u16>,
+    nodes: Vec<Arc<Coalescer>>,
+}
+
+/// Busy calls grouped per primary.
+pub(crate) struct NodePipelines {
+    cluster: ClusterConnection,
+    map: RwLock<Arc<SlotMap>>,
+    /// Whether a refresh of the map is under way.
+    refreshing: AtomicBool,
+    /// What retired queues (from maps replaced since) had sent.
+    retired: std::sync::Mutex<Pipelined>,
+}
+
+const SLOTS: usize = 16384;
+
+impl NodePipelines {
+    pub(crate) async fn connect(cluster: ClusterConnection) -> RedisResult<NodePipelines> {
+        let map = read_map(&cluster).await?;
+        Ok(NodePipelines {
+            cluster,
+            map: RwLock::new(Arc::new(map)),
+            refreshing: AtomicBool::new(false),
+            retired: std::sync::Mutex::new(Pipelined::default()),
+        })
+    }
+
+    /// Sends `cmd`, whose first key is `key`, in the next pipeline to its
+    /// key's primary when callers are busy, else alone.
+    pub(crate) async fn query(self: &Arc<Self>, key: &[u8], cmd: Cmd) -> RedisResult<Value> {
+        let node = {
+            let map = self.map.read().unwrap_or_else(|e| e.into_inner());
+            map.nodes[map.owner[usize::from(slot(key))] as usize].clone()
+        };
+        let retry = cmd.clone();
+        match node.query(cmd).await {
+            Err(e) if !matches!(e.retry_method(), RetryMethod::NoRetry) => {
+                self.refresh();
+                retry.query_async(&mut self.cluster.clone()).await
+            }
+            other => other,
+        }
+    }
+
+    /// What the queues have sent, in all.
+    pub(crate) fn sent(&self) -> Pipelined {
+        let map = self.map.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let retired = *self.retired.lock().unwrap_or_else(|e| e.into_inner());
+        map.nodes.iter().fold(retired, |sum, node| {
+            let sent = node.sent();
+            Pipelined {
+                pipelines: sum.pipelines + sent.pipelines,
+                calls: sum.calls + sent.calls,
+            }
+        })
+    }
+
+    /// Reads the slot map again in the background, unless a read is under
+    /// way.
+    fn refresh(self: &Arc<Self>) {
+        if self.refreshing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.refreshing.store(false, Ordering::Release);
+            return;
+        };
+        let this = self.clone();
+        runtime.spawn(async move {
+            // Let the cluster settle a moment: a redirect comes in bursts.
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            if let Ok(map) = read_map(&this.cluster).await {
+                let old = std::mem::replace(
+                    &mut *this.map.write().unwrap_or_else(|e| e.into_inner()),
+                    Arc::new(map),
+                );
+                let mut retired = this.retired.lock().unwrap_or_else(|e| e.into_inner());
+                for node in &old.nodes {
+                    let sent = node.sent();
+                    retired.pipelines += sent.pipelines;
+                    retired.calls += sent.calls;
+                }
+            }
+            this.refreshing.store(false, Ordering::Release);
+        });
+    }
+}
+
+/// The slot map from `CLUSTER SLOTS`: per range, the start, the end and
+/// the primary's host and port first.
+async fn read_map(cluster: &ClusterConnection) -> RedisResult<SlotMap> {
+    let reply: Vec<Value> = redis::cmd("CLUSTER")
+        .arg("SLOTS")
+        .query_async(&mut cluster.clone())
+        .await?;
+    let mut owner = vec![u16::MAX; SLOTS];
+    let mut addrs: Vec<(String, u16)> = Vec::new();
+    for range in reply {
+        let Value::Array(fields) = range else {
+            return Err(bad_map("a range that is not an array"));
+        };
+        let (Some(Value::Int(start)), Some(Value::Int(end)), Some(Value::Array(primary))) =
+            (fields.first(), fields.get(1), fields.get(2))
+        else {
+            return Err(bad_map("a range without start, end and primary"));
+        };
+        let (Some(host), Some(Value::Int(port))) = (primary.first(), primary.get(1)) else {
+            return Err(bad_map("a primary without host and port"));
+        };
+        let host: String = redis::from_redis_value(host.clone())?;
+        let port = u16::try_from(*port).map_err(|_| bad_map("a port out of range"))?;
+        let index = match addrs.iter().position(|a| a.0 == host && a.1 == port) {
+            Some(i) => i,
+            None => {
+                addrs.push((host, port));
+                addrs.len() - 1
+            }
+        };
+        let (start, end) = (*start as usize, *end as usize);
+        if start > end || end >= SLOTS {
+            return Err(bad_map("a range out of bounds"));
+        }
+        owner[start..=end].fill(index as u16);
+    }
+    if owner.contains(&u16::MAX) {
+        return Err(bad_map("slots that no primary holds"));
+    }
+    let nodes = addrs
+        .into_iter()
+        .map(|(host, port)| {
+            Arc::new(Coalescer::to(Sink::Node {
+                cluster: cluster.clone(),
+                host,
+                port,
+            }))
+        })
+        .collect();
+    Ok(SlotMap { owner, nodes })
+}
+
+fn bad_map(what: &'static str) -> redis::RedisError {
+    redis::RedisError::from((redis::ErrorKind::Parse, "CLUSTER SLOTS", what.to_string()))
+}
+
+/// The cluster slot of a key: CRC16 (XMODEM) of its hash tag (the text
+/// between the first `{` and the next `}`, when not empty), else of the
+/// whole key, modulo 16384.
+pub(crate) fn slot(key: &[u8]) -> u16 {
+    let tagged = key.iter().position(|&b| b == b'{').and_then(|open| {
+        let rest = &key[open + 1..];
+        rest.iter()
+            .position(|&b| b == b'}')
+            .filter(|&close| close > 0)
+            .map(|close| &rest[..close])
+    });
+    crc16(tagged.unwrap_or(key)) % SLOTS as u16
+}
+
+const CRC16_TABLE: [u16; 256] = {
+    let mut table = [0u16; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut crc = (i as u16) << 8;
+        let mut bit = 0;
+        while bit < 8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+            bit += 1;
+        }
+        table[i] = crc;
+        i += 1;
+    }
+    table
+};
+
+fn crc16(bytes: &[u8]) -> u16 {
+    bytes.iter().fold(0u16, |crc, &b| {
+        (crc << 8) ^ CRC16_TABLE[usize::from((crc >> 8) as u8 ^ b)]
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::slot;
+
+    #[test]
+    fn slots_are_redis_cluster_slots() {
+        // Values from the Redis Cluster specification and `CLUSTER KEYSLOT`.
+        // CRC16 of "123456789" is 0x31C3, below 16384.
+        assert_eq!(slot(b"123456789"), 0x31C3);
+        assert_eq!(slot(b"foo"), 12182);
+        assert_eq!(slot(b"{user1000}.following"), slot(b"user1000"));
+        assert_ne!(slot(b"foo{}{bar}"), slot(b"bar"));
+        assert_eq!(slot(b"foo{{bar}}zap"), slot(b"{bar"));
+    }
+}
