@@ -33,10 +33,24 @@ pub(crate) struct ServeArgs {
     /// as `[server] grpc_listen`).
     #[arg(long, env = "TOLLGATE_GRPC_LISTEN")]
     grpc_listen: Option<SocketAddr>,
-    /// A Redis URL; repeat it for a cluster's seed nodes. Overrides the
+    /// A Redis URL; repeat it for a cluster's seed nodes, or give one
+    /// `redis+sentinel://host:26379,…/master_name` URL. Overrides the
     /// config's `[store]` servers.
     #[arg(long = "redis", env = "TOLLGATE_REDIS", value_delimiter = ',')]
     redis: Vec<String>,
+    /// Redis Sentinel: a sentinel's URL; repeat it for each. Overrides the
+    /// config's `[store]` servers; needs `--redis-master-name` (or the
+    /// config's `master_name`).
+    #[arg(
+        long = "redis-sentinel",
+        env = "TOLLGATE_REDIS_SENTINEL",
+        value_delimiter = ',',
+        conflicts_with = "redis"
+    )]
+    redis_sentinel: Vec<String>,
+    /// Redis Sentinel: the name the sentinels know the master by.
+    #[arg(long = "redis-master-name", env = "TOLLGATE_REDIS_MASTER_NAME")]
+    redis_master_name: Option<String>,
     /// A bearer token every request but /healthz must carry.
     #[arg(long, env = "TOLLGATE_TOKEN", hide_env_values = true)]
     token: Option<String>,
@@ -90,10 +104,15 @@ pub(crate) fn run(args: ServeArgs) -> i32 {
     };
     let overrides = Overrides {
         redis: args.redis.clone(),
+        redis_sentinel: args.redis_sentinel.clone(),
+        redis_master_name: args.redis_master_name.clone(),
         token: args.token.clone(),
         grpc_listen: args.grpc_listen,
     };
-    overrides.apply(&mut config);
+    if let Err(e) = overrides.apply(&mut config) {
+        eprintln!("error: {e}");
+        return 2;
+    }
     let listen = args
         .listen
         .or(config.server.listen)
@@ -117,14 +136,41 @@ pub(crate) fn run(args: ServeArgs) -> i32 {
 #[derive(Debug, Clone)]
 struct Overrides {
     redis: Vec<String>,
+    redis_sentinel: Vec<String>,
+    redis_master_name: Option<String>,
     token: Option<String>,
     grpc_listen: Option<SocketAddr>,
 }
 
 impl Overrides {
-    fn apply(&self, config: &mut Config) {
+    /// Puts the command line over `config`; an error when the Sentinel
+    /// flags and the file do not make a whole (sentinels and a master
+    /// name).
+    fn apply(&self, config: &mut Config) -> Result<(), String> {
         if !self.redis.is_empty() {
             config.store.urls = self.redis.clone();
+            config.store.master_name = None;
+        }
+        if !self.redis_sentinel.is_empty() {
+            config.store.urls = self.redis_sentinel.clone();
+            config.store.master_name = self
+                .redis_master_name
+                .clone()
+                .or(config.store.master_name.take());
+            if config.store.master_name.is_none() {
+                return Err(
+                    "--redis-sentinel needs --redis-master-name (or `master_name` under [store])"
+                        .into(),
+                );
+            }
+        } else if let Some(name) = &self.redis_master_name {
+            if config.store.master_name.is_none() {
+                return Err(
+                    "--redis-master-name needs --redis-sentinel (or `sentinels` under [store])"
+                        .into(),
+                );
+            }
+            config.store.master_name = Some(name.clone());
         }
         if self.token.is_some() {
             config.server.token = self.token.clone();
@@ -132,6 +178,7 @@ impl Overrides {
         if self.grpc_listen.is_some() {
             config.server.grpc_listen = self.grpc_listen;
         }
+        Ok(())
     }
 }
 
@@ -306,7 +353,9 @@ async fn reload_on_change(
         seen = modified(&path);
         match Config::load(&path) {
             Ok(mut new) => {
-                overrides.apply(&mut new);
+                // The running store keeps its servers whatever the file
+                // now says (a store change waits for a restart).
+                let _ = overrides.apply(&mut new);
                 if new.store != running.store || new.server != running.server {
                     tracing::warn!(
                         "[server], [store] and on_failure changes take effect after a restart"

@@ -22,6 +22,13 @@ impl Backend {
     /// `memory`, or `redis (N servers)`, for logs and `/readyz`. URLs are
     /// not echoed: they may carry a password.
     pub(crate) fn describe(&self) -> String {
+        if let Some(master) = &self.settings.master_name {
+            return format!(
+                "redis sentinel (master {master:?}, {} sentinels, first {})",
+                self.settings.urls.len(),
+                redact(&self.settings.urls[0])
+            );
+        }
         match self.settings.urls.len() {
             0 => "memory".to_string(),
             1 => format!("redis ({})", redact(&self.settings.urls[0])),
@@ -67,6 +74,9 @@ pub(crate) async fn build(settings: &StoreSettings) -> Result<Backend, String> {
         .pipelining(settings.pipelining);
     if let Some(prefix) = &settings.prefix {
         redis = redis.prefix(prefix.clone());
+    }
+    if let Some(master) = &settings.master_name {
+        redis = redis.sentinel(master.clone());
     }
     // The library's errors never contain the URL, so no password leaks.
     let redis = redis

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tollgate_testkit::RedisServer;
+use tollgate_testkit::{RedisSentinel, RedisServer};
 
 const CONFIG: &str = r#"
 [[policy]]
@@ -61,6 +61,8 @@ impl Service {
             .args(extra)
             .env_remove("TOLLGATE_TOKEN")
             .env_remove("TOLLGATE_REDIS")
+            .env_remove("TOLLGATE_REDIS_SENTINEL")
+            .env_remove("TOLLGATE_REDIS_MASTER_NAME")
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -702,4 +704,70 @@ fn rediss_urls_speak_tls_to_redis() {
     assert_eq!(r.json()["source"], "store", "decided by Redis over TLS");
     let keys = server.cli(&["--scan", "--pattern", "*tls*"]);
     assert!(keys.contains("tls"), "the key is in Redis: {keys:?}");
+}
+
+/// Redis Sentinel from the flags and from the file; a grouped pair of
+/// limits decided atomically on the master the sentinels name.
+#[test]
+fn serve_finds_the_master_through_the_sentinels() {
+    let topology = RedisSentinel::start();
+    let sentinels = topology.sentinel_urls().join(",");
+    let policies = "[[policy]]\nname = \"second\"\nalgorithm = \"token_bucket\"\nrate = 1\nper = \"1h\"\nburst = 2\ngroup = \"user\"\n\n[[policy]]\nname = \"day\"\nalgorithm = \"fixed_window\"\nlimit = 100\nwindow = \"24h\"\ngroup = \"user\"\n";
+    let config = format!("[store]\ndeadline = \"10s\"\n\n{policies}");
+    let by_flags = Service::start(
+        &config,
+        &[
+            "--redis-sentinel",
+            &sentinels,
+            "--redis-master-name",
+            topology.master_name(),
+        ],
+    );
+    let batch = json!({"checks": [{"policy": "second", "key": "u1"}, {"policy": "day", "key": "u1"}], "atomic": true});
+    for status in [200, 200, 429] {
+        assert_eq!(by_flags.post("/v1/check", batch.clone()).status, status);
+    }
+    let ready = by_flags.request("GET", "/readyz", "", &[]).json();
+    assert!(
+        ready["store"].as_str().unwrap().contains("sentinel"),
+        "{ready}"
+    );
+    let keys = topology.master().cli(&["KEYS", "*"]);
+    assert!(
+        keys.contains("{user/u1}:second:") && keys.contains("{user/u1}:day:"),
+        "{keys}"
+    );
+
+    let in_file = format!(
+        "[store]\ndeadline = \"10s\"\nsentinels = [{}]\nmaster_name = \"{}\"\n\n{policies}",
+        topology
+            .sentinel_urls()
+            .iter()
+            .map(|u| format!("{u:?}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        topology.master_name()
+    );
+    let by_file = Service::start(&in_file, &[]);
+    // The same master: the pair is spent already.
+    assert_eq!(by_file.post("/v1/check", batch).status, 429);
+
+    let half = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--redis-sentinel",
+            &sentinels,
+        ])
+        .env_remove("TOLLGATE_REDIS_MASTER_NAME")
+        .env_remove("TOLLGATE_CONFIG")
+        .output()
+        .unwrap();
+    assert_eq!(half.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&half.stderr).contains("--redis-master-name"),
+        "{}",
+        String::from_utf8_lossy(&half.stderr)
+    );
 }

@@ -333,4 +333,54 @@ algorithm = "bogus"
         let e = parse("x.toml", &format!("[store]\npipelining = 1\n{policy}")).unwrap_err();
         assert_eq!(e[0].line, 2, "{}", e[0]);
     }
+
+    #[test]
+    fn sentinels_need_a_master_name_and_exclude_urls() {
+        let policy =
+            "[[policy]]\nname = \"a\"\nalgorithm = \"fixed_window\"\nlimit = 1\nwindow = \"1s\"\n";
+        let ok = Config::parse(
+            "x.toml",
+            &format!("[store]\nsentinels = [\"redis://10.0.0.1:26379\", \"redis://10.0.0.2:26379\"]\nmaster_name = \"mymaster\"\n{policy}"),
+        )
+        .unwrap();
+        assert_eq!(ok.store.urls.len(), 2);
+        assert_eq!(ok.store.master_name.as_deref(), Some("mymaster"));
+        for (store, line, says) in [
+            (
+                "sentinels = [\"redis://h:26379\"]\n",
+                2,
+                "needs `master_name`",
+            ),
+            ("master_name = \"m\"\n", 2, "needs `sentinels`"),
+            (
+                "urls = [\"redis://h/\"]\nsentinels = [\"redis://h:26379\"]\nmaster_name = \"m\"\n",
+                3,
+                "exclude each other",
+            ),
+            (
+                "sentinels = []\nmaster_name = \"m\"\n",
+                2,
+                "at least one sentinel",
+            ),
+            (
+                "kind = \"memory\"\nsentinels = [\"redis://h\"]\nmaster_name = \"m\"\n",
+                2,
+                "takes no",
+            ),
+        ] {
+            let e = parse("x.toml", &format!("[store]\n{store}{policy}")).unwrap_err();
+            assert_eq!(e[0].line, line, "{}", e[0]);
+            assert!(e[0].message.contains(says), "{}", e[0]);
+        }
+    }
+
+    #[test]
+    fn a_policy_takes_a_group() {
+        let text = "[[policy]]\nname = \"a\"\nalgorithm = \"fixed_window\"\nlimit = 1\nwindow = \"1s\"\ngroup = \"user\"\n";
+        let config = Config::parse("x.toml", text).unwrap();
+        assert_eq!(config.policies.get("a").unwrap().group(), Some("user"));
+        let e = parse("x.toml", &text.replace("\"user\"", "\"us/er\"")).unwrap_err();
+        assert_eq!(e[0].line, 6, "{}", e[0]);
+        assert!(e[0].message.contains("group"), "{}", e[0]);
+    }
 }

@@ -21,6 +21,9 @@ pub(super) struct RawPolicy {
     burst: Option<Spanned<i64>>,
     capacity: Option<Spanned<i64>>,
     lease: Option<Spanned<String>>,
+    /// The policy's group (`Policy::with_group`): one subject's state in
+    /// one Redis Cluster slot.
+    group: Option<Spanned<String>>,
     pub(super) on_failure: Option<Spanned<String>>,
 }
 
@@ -91,6 +94,10 @@ pub(super) fn build(raw: &RawPolicy) -> Result<Policy, FieldError> {
             ));
         }
     }
+    let policy = policy.and_then(|p| match &raw.group {
+        Some(group) => p.with_group(group.get_ref()),
+        None => Ok(p),
+    });
     policy.map_err(|e| {
         let span = match &e {
             tollgate::Error::InvalidPolicy { field, .. } => raw.span_of(field),
@@ -122,6 +129,7 @@ impl RawPolicy {
     fn span_of(&self, field: &str) -> Option<Range<usize>> {
         match field {
             "name" => Some(self.name.span()),
+            "group" => self.group.as_ref().map(|g| g.span()),
             _ => self
                 .present()
                 .into_iter()

@@ -15,6 +15,8 @@ use super::SpannedError;
 pub(super) struct RawStore {
     kind: Option<Spanned<String>>,
     urls: Option<Spanned<Vec<String>>>,
+    sentinels: Option<Spanned<Vec<String>>>,
+    master_name: Option<Spanned<String>>,
     prefix: Option<Spanned<String>>,
     deadline: Option<Spanned<String>>,
     on_failure: Option<Spanned<String>>,
@@ -27,8 +29,12 @@ pub(super) struct RawStore {
 /// Which store the service decides on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct StoreSettings {
-    /// Empty for the memory store.
+    /// Empty for the memory store; with `master_name`, Redis Sentinel's
+    /// sentinels.
     pub(crate) urls: Vec<String>,
+    /// The master the sentinels in `urls` watch (`[store] sentinels` and
+    /// `master_name`).
+    pub(crate) master_name: Option<String>,
     pub(crate) prefix: Option<String>,
     pub(crate) deadline: Duration,
     pub(crate) on_failure: OnFailure,
@@ -48,6 +54,7 @@ impl Default for StoreSettings {
     fn default() -> Self {
         StoreSettings {
             urls: Vec::new(),
+            master_name: None,
             prefix: None,
             deadline: Duration::from_millis(50),
             on_failure: OnFailure::Local,
@@ -56,6 +63,44 @@ impl Default for StoreSettings {
             bucket_expiry_form: true,
             pipelining: true,
             policy_on_failure: Vec::new(),
+        }
+    }
+}
+
+/// `sentinels` and `master_name`: both or neither, and not beside `urls`
+/// (a `redis+sentinel://` URL in `urls` names its sentinels and master
+/// itself).
+fn sentinel_settings(
+    sentinels: &Option<Spanned<Vec<String>>>,
+    master_name: &Option<Spanned<String>>,
+    settings: &mut StoreSettings,
+) -> Result<(), SpannedError> {
+    match (sentinels, master_name) {
+        (None, None) => Ok(()),
+        (Some(s), None) => Err((
+            s.span(),
+            "[store] `sentinels` needs `master_name`, the name the sentinels know the master by".into(),
+        )),
+        (None, Some(m)) => Err((
+            m.span(),
+            "[store] `master_name` needs `sentinels` (or put both in one redis+sentinel:// URL in `urls`)".into(),
+        )),
+        (Some(s), Some(m)) => {
+            if !settings.urls.is_empty() {
+                return Err((
+                    s.span(),
+                    "[store] `sentinels` and `urls` exclude each other: give one of them".into(),
+                ));
+            }
+            if s.get_ref().is_empty() {
+                return Err((s.span(), "[store] `sentinels` must name at least one sentinel".into()));
+            }
+            if m.get_ref().is_empty() {
+                return Err((m.span(), "[store] `master_name` must not be empty".into()));
+            }
+            settings.urls = s.get_ref().clone();
+            settings.master_name = Some(m.get_ref().clone());
+            Ok(())
         }
     }
 }
@@ -81,12 +126,19 @@ pub(super) fn store_settings(raw: RawStore) -> Result<StoreSettings, SpannedErro
         }
         settings.urls = urls.into_inner();
     }
+    sentinel_settings(&raw.sentinels, &raw.master_name, &mut settings)?;
     match kind {
         Some(("redis", span)) if settings.urls.is_empty() => {
-            return Err((span, "[store] `kind = \"redis\"` needs `urls`".into()));
+            return Err((
+                span,
+                "[store] `kind = \"redis\"` needs `urls` or `sentinels`".into(),
+            ));
         }
         Some(("memory", span)) if !settings.urls.is_empty() => {
-            return Err((span, "[store] `kind = \"memory\"` takes no `urls`".into()));
+            return Err((
+                span,
+                "[store] `kind = \"memory\"` takes no `urls` or `sentinels`".into(),
+            ));
         }
         _ => {}
     }
