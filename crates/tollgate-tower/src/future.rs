@@ -14,7 +14,7 @@ use tower_service::Service;
 use crate::body::ResponseBody;
 use crate::headers::RateLimitHeaders;
 use crate::lease::Leases;
-use crate::limiter::Verdict;
+use crate::limiter::Outcome;
 use crate::rejection::Rejection;
 
 pin_project! {
@@ -41,7 +41,7 @@ pin_project! {
     #[project = StateProj]
     enum State<S, R, F> {
         Deciding {
-            decision: BoxFuture<'static, Verdict>,
+            decision: BoxFuture<'static, Outcome>,
             service: Option<S>,
             request: Option<R>,
         },
@@ -66,7 +66,7 @@ where
     S: Service<Request<ReqBody>>,
 {
     pub(crate) fn deciding(
-        decision: BoxFuture<'static, Verdict>,
+        decision: BoxFuture<'static, Outcome>,
         service: S,
         request: Request<ReqBody>,
     ) -> Self {
@@ -113,10 +113,10 @@ where
                     service,
                     request,
                 } => match ready!(decision.as_mut().poll(cx)) {
-                    Verdict::Reject(rejection) => {
+                    Outcome::Reject(rejection) => {
                         return Poll::Ready(Ok(rejection.into_response()));
                     }
-                    Verdict::Admit {
+                    Outcome::Admit {
                         delay,
                         headers,
                         leases,

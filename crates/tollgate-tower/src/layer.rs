@@ -8,45 +8,8 @@ use tower_layer::Layer;
 
 use crate::limit::Limit;
 use crate::limiter::Limiter;
+use crate::mode::{CheckMode, ResponseFormat};
 use crate::{KeyExtractor, RateLimit};
-
-/// How a layer with several quota policies asks the store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum CheckMode {
-    /// One atomic batch ([`Store::check_many`] with `atomic`): the request
-    /// consumes from every policy, or, when any denies, from none. A
-    /// request denied by its per-user limit then costs nothing from its
-    /// per-address limit. One round trip. The default.
-    ///
-    /// A store that cannot run the batch atomically (on Redis Cluster the
-    /// keys of different policies are in different slots) refuses it
-    /// without consuming; the layer then logs a warning once and checks in
-    /// [`Sequential`](CheckMode::Sequential) order from then on.
-    #[default]
-    Atomic,
-    /// One check per policy, in the order they were added, stopping at the
-    /// first denial: the policies before the one that denied have consumed
-    /// (fewer requests pass than the limits allow, never more), those
-    /// after it have not. One round trip per policy.
-    Sequential,
-}
-
-/// How the layer's own answers (denials, errors) are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum ResponseFormat {
-    /// gRPC statuses for requests whose `content-type` starts with
-    /// `application/grpc`, HTTP problem details for the others: one layer
-    /// serves an axum app with tonic services routed inside. The default.
-    #[default]
-    Auto,
-    /// HTTP status codes with `application/problem+json` bodies.
-    Http,
-    /// gRPC statuses (`RESOURCE_EXHAUSTED`, `UNAVAILABLE`, ...) in a
-    /// trailers-only response.
-    Grpc,
-}
 
 /// Applies rate limits to a service: wraps it in a [`RateLimit`].
 ///
@@ -76,7 +39,7 @@ impl RateLimitLayer {
         extractor: impl KeyExtractor,
     ) -> RateLimitLayer {
         let limit = Limit {
-            policy,
+            policy: Arc::new(policy),
             extractor: Box::new(extractor),
             cost: 1,
         };
@@ -163,7 +126,7 @@ impl RateLimitLayerBuilder {
         cost: u64,
     ) -> Self {
         self.limits.push(Limit {
-            policy,
+            policy: Arc::new(policy),
             extractor: Box::new(extractor),
             cost,
         });

@@ -1,12 +1,15 @@
 //! Leases of concurrency policies, held while a request is in flight.
+//!
+//! A leaf: a held lease owns what giving it back takes (the store, the
+//! policy, the key and the lease's id), as tower's `OwnedSemaphorePermit`
+//! owns its semaphore, so it keeps nothing else of the layer alive.
 
 use std::fmt;
 use std::sync::Arc;
 
-use tollgate::LeaseId;
+use tollgate::{LeaseId, Policy, Store};
 
 use crate::Key;
-use crate::limiter::Limiter;
 
 /// A lease taken for one request; dropping it gives it back.
 ///
@@ -15,17 +18,22 @@ use crate::limiter::Limiter;
 /// (the lease was dropped after the runtime shut down), the lease expires
 /// by itself after the policy's lease time.
 pub(crate) struct HeldLease {
-    limiter: Arc<Limiter>,
-    limit: usize,
+    store: Arc<dyn Store>,
+    policy: Arc<Policy>,
     key: Key,
     id: LeaseId,
 }
 
 impl HeldLease {
-    pub(crate) fn new(limiter: Arc<Limiter>, limit: usize, key: Key, id: LeaseId) -> HeldLease {
+    pub(crate) fn new(
+        store: Arc<dyn Store>,
+        policy: Arc<Policy>,
+        key: Key,
+        id: LeaseId,
+    ) -> HeldLease {
         HeldLease {
-            limiter,
-            limit,
+            store,
+            policy,
             key,
             id,
         }
@@ -35,7 +43,7 @@ impl HeldLease {
 impl fmt::Debug for HeldLease {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HeldLease")
-            .field("policy", &self.limiter.policy(self.limit).name())
+            .field("policy", &self.policy.name())
             .field("id", &self.id)
             .finish()
     }
@@ -43,17 +51,29 @@ impl fmt::Debug for HeldLease {
 
 impl Drop for HeldLease {
     fn drop(&mut self) {
-        let limiter = self.limiter.clone();
-        let (limit, key, id) = (self.limit, self.key.clone(), self.id);
+        let (store, policy) = (self.store.clone(), self.policy.clone());
+        let (key, id) = (self.key.clone(), self.id);
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
-                runtime.spawn(async move { limiter.release(limit, &key, id).await });
+                runtime.spawn(async move { release(&*store, &policy, &key, id).await });
             }
             Err(_) => tracing::debug!(
-                policy = limiter.policy(limit).name(),
+                policy = policy.name(),
                 "no tokio runtime to give a lease back; it expires by itself"
             ),
         }
+    }
+}
+
+/// Gives a lease back (from a spawned task; a failure only means the lease
+/// expires by itself).
+async fn release(store: &dyn Store, policy: &Policy, key: &Key, id: LeaseId) {
+    if let Err(e) = store.release_lease(policy, key.as_bytes(), id).await {
+        tracing::debug!(
+            policy = policy.name(),
+            error = %e,
+            "could not give a lease back; it expires by itself"
+        );
     }
 }
 

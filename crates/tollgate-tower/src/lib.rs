@@ -9,12 +9,14 @@ mod layer;
 mod lease;
 mod limit;
 mod limiter;
+mod mode;
 mod rejection;
 mod service;
 
 pub use body::ResponseBody;
 pub use future::ResponseFuture;
 pub use key::{Key, KeyError, KeyExtractor};
-pub use layer::{CheckMode, RateLimitLayer, RateLimitLayerBuilder, ResponseFormat};
+pub use layer::{RateLimitLayer, RateLimitLayerBuilder};
+pub use mode::{CheckMode, ResponseFormat};
 pub use rejection::QUOTA_EXCEEDED;
 pub use service::RateLimit;

@@ -1,6 +1,7 @@
 //! One limit of a layer: a policy, how requests are keyed, what each costs.
 
 use std::fmt;
+use std::sync::Arc;
 
 use tollgate::{Algorithm, Policy};
 
@@ -8,7 +9,8 @@ use crate::KeyExtractor;
 
 /// A policy applied to requests keyed by an extractor, each costing `cost`.
 pub(crate) struct Limit {
-    pub(crate) policy: Policy,
+    /// Shared with the leases taken under it, which give themselves back.
+    pub(crate) policy: Arc<Policy>,
     pub(crate) extractor: Box<dyn KeyExtractor>,
     pub(crate) cost: u64,
 }

@@ -6,13 +6,14 @@ use std::time::Duration;
 
 use http::header::CONTENT_TYPE;
 use http::request::Parts;
-use tollgate::{Decision, Error, LeaseId, Policy, Request, Store, validate_key};
+use tollgate::{Decision, Error, Policy, Request, Store, validate_key};
 
+use crate::Key;
 use crate::headers::RateLimitHeaders;
 use crate::lease::{HeldLease, Leases};
 use crate::limit::Limit;
+use crate::mode::{CheckMode, ResponseFormat};
 use crate::rejection::Rejection;
-use crate::{CheckMode, Key, ResponseFormat};
 
 /// The longest `Retry-After` a concurrency denial gives: its `retry_after`
 /// is when the oldest lease *expires*, a bound for crashed holders, while a
@@ -52,9 +53,9 @@ impl Plan {
     }
 }
 
-/// What the store decided.
+/// What the store decided, as the middleware acts on it.
 #[derive(Debug)]
-pub(crate) enum Verdict {
+pub(crate) enum Outcome {
     /// Pass the request on after `delay`, holding `leases` until the
     /// response ends, and add `headers` to it.
     Admit {
@@ -129,7 +130,7 @@ impl Limiter {
     /// Asks the store about every limit that applies: leases first, then
     /// quotas, so that a request denied by a quota only held a lease for a
     /// moment, while one denied by a lease consumed no quota.
-    pub(crate) async fn decide(self: Arc<Self>, plan: Plan) -> Verdict {
+    pub(crate) async fn decide(self: Arc<Self>, plan: Plan) -> Outcome {
         let grpc = plan.grpc;
         let mut decided: Vec<(usize, Decision)> = Vec::with_capacity(plan.keys.len());
         let mut leases = Leases::new();
@@ -143,14 +144,19 @@ impl Limiter {
                     self.store_answered();
                     decided.push((*i, lease.decision));
                     match lease.id {
-                        Some(id) => leases.push(HeldLease::new(self.clone(), *i, key.clone(), id)),
+                        Some(id) => leases.push(HeldLease::new(
+                            self.store.clone(),
+                            self.limits[*i].policy.clone(),
+                            key.clone(),
+                            id,
+                        )),
                         // Dropping `leases` gives back those already taken.
                         None => return self.deny(decided, grpc),
                     }
                 }
                 Err(e) => match self.on_error(*i, e, grpc) {
                     Failure::PassThrough => {}
-                    Failure::Reject(r) => return Verdict::Reject(r),
+                    Failure::Reject(r) => return Outcome::Reject(r),
                 },
             }
         }
@@ -166,13 +172,13 @@ impl Limiter {
             self.check_in_sequence(&quotas, &mut decided, grpc).await
         };
         if let Some(rejection) = outcome {
-            return Verdict::Reject(rejection);
+            return Outcome::Reject(rejection);
         }
         if decided.iter().any(|(_, d)| !d.allowed) {
             return self.deny(decided, grpc);
         }
         decided.sort_by_key(|(i, _)| *i);
-        Verdict::Admit {
+        Outcome::Admit {
             delay: decided
                 .iter()
                 .map(|(_, d)| d.delay)
@@ -235,10 +241,7 @@ impl Limiter {
                 decided.extend(quotas.iter().map(|(i, _)| *i).zip(decisions));
                 None
             }
-            Err(Error::InvalidArgument {
-                field: "atomic",
-                reason,
-            }) => {
+            Err(Error::NotAtomic { reason }) => {
                 // Nothing was consumed; fall back for good, and say so once.
                 if !self.atomic_refused.swap(true, Ordering::Relaxed) {
                     tracing::warn!(
@@ -256,7 +259,7 @@ impl Limiter {
     }
 
     /// The `429`: which policies were exceeded and when to come back.
-    fn deny(&self, mut decided: Vec<(usize, Decision)>, grpc: bool) -> Verdict {
+    fn deny(&self, mut decided: Vec<(usize, Decision)>, grpc: bool) -> Outcome {
         decided.sort_by_key(|(i, _)| *i);
         let denied = || decided.iter().filter(|(_, d)| !d.allowed);
         // In an atomic denial every decision says "denied"; the policies
@@ -281,7 +284,7 @@ impl Limiter {
             .iter()
             .map(|(i, _)| self.policy(*i).name())
             .collect();
-        Verdict::Reject(Rejection::quota_exceeded(
+        Outcome::Reject(Rejection::quota_exceeded(
             grpc,
             retry_after,
             &violated,
@@ -291,19 +294,6 @@ impl Limiter {
 
     fn headers(&self, decided: &[(usize, Decision)]) -> Option<RateLimitHeaders> {
         RateLimitHeaders::new(decided.iter().map(|(i, d)| (self.policy(*i), d)))
-    }
-
-    /// Gives a lease back (from a spawned task; a failure only means the
-    /// lease expires by itself).
-    pub(crate) async fn release(&self, limit: usize, key: &Key, id: LeaseId) {
-        let policy = self.policy(limit);
-        if let Err(e) = self.store.release_lease(policy, key.as_bytes(), id).await {
-            tracing::debug!(
-                policy = policy.name(),
-                error = %e,
-                "could not give a lease back; it expires by itself"
-            );
-        }
     }
 
     /// A store error never becomes a `500`:

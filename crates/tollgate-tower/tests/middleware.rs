@@ -428,6 +428,100 @@ impl Store for Failing {
     }
 }
 
+/// A store that runs no batch atomically (a `Store` of the user's own, say):
+/// it refuses an atomic `check_many` with `NotAtomic`, consuming nothing,
+/// and answers everything else as the memory store it wraps.
+#[derive(Debug)]
+struct NoAtomicBatches(MemoryStore<ManualClock>);
+
+impl Store for NoAtomicBatches {
+    fn check<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        cost: u64,
+    ) -> BoxFuture<'a, tollgate::Result<Decision>> {
+        self.0.check(policy, key, cost)
+    }
+    fn reserve<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        cost: u64,
+        max_wait: Duration,
+    ) -> BoxFuture<'a, tollgate::Result<Decision>> {
+        self.0.reserve(policy, key, cost, max_wait)
+    }
+    fn check_many<'a>(
+        &'a self,
+        requests: &'a [tollgate::Request<'a>],
+        atomic: bool,
+    ) -> BoxFuture<'a, tollgate::Result<Vec<Decision>>> {
+        if atomic {
+            let reason = "this store decides one key at a time".to_string();
+            return Box::pin(async move { Err(Error::NotAtomic { reason }) });
+        }
+        self.0.check_many(requests, false)
+    }
+    fn acquire_lease<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+    ) -> BoxFuture<'a, tollgate::Result<Lease>> {
+        self.0.acquire_lease(policy, key)
+    }
+    fn release_lease<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        lease: LeaseId,
+    ) -> BoxFuture<'a, tollgate::Result<bool>> {
+        self.0.release_lease(policy, key, lease)
+    }
+    fn reset<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+    ) -> BoxFuture<'a, tollgate::Result<()>> {
+        self.0.reset(policy, key)
+    }
+    fn usage<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        op: tollgate::Usage,
+        cost: u64,
+    ) -> BoxFuture<'a, tollgate::Result<Decision>> {
+        self.0.usage(policy, key, op, cost)
+    }
+}
+
+/// A store that refuses atomic batches: the layer checks in sequence
+/// instead, from the first request on, and nothing is lost.
+#[tokio::test]
+async fn a_store_without_atomic_batches_is_checked_in_sequence() {
+    let everyone = Policy::fixed_window("everyone", 100, secs(60)).unwrap();
+    let store = MemoryStore::with_clock(ManualClock::new(MINUTE + 30_000_000));
+    let layer = RateLimitLayer::builder(NoAtomicBatches(store.clone()))
+        .limit(everyone.clone(), Global)
+        .limit(
+            Policy::fixed_window("per-user", 2, secs(60)).unwrap(),
+            header("x-user"),
+        )
+        .check_mode(CheckMode::Atomic)
+        .build()
+        .unwrap();
+    let (mut service, mut handle) = mock::spawn_layer(layer);
+    for _ in 0..2 {
+        let ok = send(&mut service, &mut handle, request_as("alice")).await;
+        assert_eq!(ok.status(), StatusCode::OK);
+    }
+    let denied = send(&mut service, &mut handle, request_as("alice")).await;
+    assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
+    // In sequence, `everyone` was checked first and consumed.
+    assert_eq!(remaining(&store, &everyone, b"global"), 97);
+}
+
 #[tokio::test]
 async fn store_errors_never_become_500s() {
     let policy = Policy::fixed_window("api", 5, secs(60)).unwrap();

@@ -66,6 +66,13 @@ pub enum Error {
     /// The store is unavailable and the failure policy is to deny.
     #[error("store unavailable")]
     StoreUnavailable,
+    /// The store cannot run this batch atomically; nothing was consumed,
+    /// and the same requests checked one by one may be answered.
+    #[error("not atomic: {reason}")]
+    NotAtomic {
+        /// Why the store refused.
+        reason: String,
+    },
 }
 
 /// The kinds of store failure, so that callers (and the circuit breaker) can
@@ -156,15 +163,15 @@ impl Error {
     }
 
     /// A short stable code: `invalid_policy`, `invalid_argument`,
-    /// `invalid_key`, `cost_exceeds_limit`, `unsupported`, `store_error`,
-    /// `store_unavailable`.
+    /// `invalid_key`, `cost_exceeds_limit`, `unsupported` (also for a batch
+    /// the store cannot run atomically), `store_error`, `store_unavailable`.
     pub fn code(&self) -> &'static str {
         match self {
             Error::InvalidPolicy { .. } => "invalid_policy",
             Error::InvalidArgument { .. } => "invalid_argument",
             Error::InvalidKey { .. } => "invalid_key",
             Error::CostExceedsLimit { .. } => "cost_exceeds_limit",
-            Error::Unsupported { .. } => "unsupported",
+            Error::Unsupported { .. } | Error::NotAtomic { .. } => "unsupported",
             Error::Store { .. } => "store_error",
             Error::StoreUnavailable => "store_unavailable",
         }
