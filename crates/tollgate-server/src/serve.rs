@@ -51,6 +51,12 @@ pub(crate) struct ServeArgs {
     /// Redis Sentinel: the name the sentinels know the master by.
     #[arg(long = "redis-master-name", env = "TOLLGATE_REDIS_MASTER_NAME")]
     redis_master_name: Option<String>,
+    /// Refuse to start when Redis does not answer at startup (by default
+    /// the service starts anyway, decides by the failure policy, and
+    /// connects as soon as Redis answers). Same as `[store]
+    /// require_at_startup = true`.
+    #[arg(long, env = "TOLLGATE_REQUIRE_REDIS")]
+    require_redis: bool,
     /// A bearer token every request but /healthz must carry.
     #[arg(long, env = "TOLLGATE_TOKEN", hide_env_values = true)]
     token: Option<String>,
@@ -106,6 +112,7 @@ pub(crate) fn run(args: ServeArgs) -> i32 {
         redis: args.redis.clone(),
         redis_sentinel: args.redis_sentinel.clone(),
         redis_master_name: args.redis_master_name.clone(),
+        require_redis: args.require_redis,
         token: args.token.clone(),
         grpc_listen: args.grpc_listen,
     };
@@ -138,6 +145,7 @@ struct Overrides {
     redis: Vec<String>,
     redis_sentinel: Vec<String>,
     redis_master_name: Option<String>,
+    require_redis: bool,
     token: Option<String>,
     grpc_listen: Option<SocketAddr>,
 }
@@ -171,6 +179,9 @@ impl Overrides {
                 );
             }
             config.store.master_name = Some(name.clone());
+        }
+        if self.require_redis {
+            config.store.require_at_startup = true;
         }
         if self.token.is_some() {
             config.server.token = self.token.clone();

@@ -1,8 +1,10 @@
 //! The store the service decides on, built from the `[store]` settings.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use tollgate::store::redis::RedisStore;
+use tollgate::store::deferred::DeferredStore;
+use tollgate::store::redis::{RedisStore, RedisStoreBuilder};
 use tollgate::store::resilient::{BreakerState, ResilientStore};
 use tollgate::{MemoryStore, Store};
 
@@ -79,11 +81,24 @@ pub(crate) async fn build(settings: &StoreSettings) -> Result<Backend, String> {
         redis = redis.sentinel(master.clone());
     }
     // The library's errors never contain the URL, so no password leaks.
-    let redis = redis
-        .connect()
-        .await
-        .map_err(|e| format!("cannot connect to {}: {e}", redact(&settings.urls[0])))?;
-    let mut builder = ResilientStore::builder(Arc::new(redis))
+    let (primary, connected): (Arc<dyn Store>, bool) = match redis.clone().connect().await {
+        Ok(redis) => (Arc::new(redis), true),
+        Err(e) if settings.require_at_startup => {
+            return Err(format!(
+                "cannot connect to {}: {e}",
+                redact(&settings.urls[0])
+            ));
+        }
+        Err(e) => {
+            eprintln!(
+                "warning: cannot connect to {}: {e}; starting anyway, deciding by on_failure = \"{}\" until Redis answers (--require-redis refuses to start instead)",
+                redact(&settings.urls[0]),
+                settings.on_failure
+            );
+            (Arc::new(connect_later(redis)), false)
+        }
+    };
+    let mut builder = ResilientStore::builder(primary)
         .deadline(settings.deadline)
         .on_failure(settings.on_failure)
         .expected_instances(settings.expected_instances);
@@ -94,10 +109,24 @@ pub(crate) async fn build(settings: &StoreSettings) -> Result<Backend, String> {
         builder = builder.policy_on_failure(policy, *mode);
     }
     let resilient = builder.build().map_err(|e| e.to_string())?;
+    if !connected {
+        // Down from the start, as during any outage: the probe closes the
+        // breaker once the connection is made and a write succeeds.
+        resilient.trip();
+    }
     Ok(Backend {
         store: Arc::new(resilient.clone()),
         resilient: Some(resilient),
         settings,
+    })
+}
+
+/// Redis, connected in the background: tried again every 250 ms at first,
+/// up to every 2.5 s.
+fn connect_later(redis: RedisStoreBuilder) -> DeferredStore {
+    DeferredStore::connect(Duration::from_millis(250), move || {
+        let redis = redis.clone();
+        Box::pin(async move { Ok(Arc::new(redis.connect().await?) as Arc<dyn Store>) })
     })
 }
 

@@ -63,6 +63,7 @@ impl Service {
             .env_remove("TOLLGATE_REDIS")
             .env_remove("TOLLGATE_REDIS_SENTINEL")
             .env_remove("TOLLGATE_REDIS_MASTER_NAME")
+            .env_remove("TOLLGATE_REQUIRE_REDIS")
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -770,4 +771,82 @@ fn serve_finds_the_master_through_the_sentinels() {
         "{}",
         String::from_utf8_lossy(&half.stderr)
     );
+}
+
+/// Redis down at startup (a pod restarted in the middle of a failover):
+/// the service starts anyway, answers by its failure policy (`local`
+/// decides, `deny` answers `store_unavailable`), says so on `/readyz` as
+/// during any outage, and connects as soon as Redis answers.
+#[test]
+fn starts_while_redis_is_down_and_connects_when_it_answers() {
+    let server = RedisServer::start();
+    server.kill9();
+    let url = server.url();
+    let local = Service::start(CONFIG, &["--redis", &url]);
+    let deny_config = format!("[store]\non_failure = \"deny\"\n{CONFIG}");
+    let deny = Service::start(&deny_config, &["--redis", &url]);
+    let check = json!({"policy": "books", "key": "k"});
+    for i in 0..4 {
+        let r = local.post("/v1/check", check.clone());
+        assert_eq!(r.status, if i < 3 { 200 } else { 429 }, "{r:?}");
+        assert_eq!(r.json()["source"], "fallback");
+    }
+    let ready = local.request("GET", "/readyz", "", &[]);
+    assert_eq!(ready.status, 200, "{ready:?}");
+    assert_eq!(ready.json()["breaker"], "open");
+    let r = deny.post("/v1/check", check.clone());
+    assert_eq!(
+        (r.status, r.error_code()),
+        (503, "store_unavailable".into())
+    );
+    assert_eq!(deny.request("GET", "/readyz", "", &[]).status, 503);
+
+    server.restart();
+    for s in [&local, &deny] {
+        let start = Instant::now();
+        while s.request("GET", "/readyz", "", &[]).json()["breaker"] != "closed" {
+            assert!(
+                start.elapsed() < Duration::from_secs(15),
+                "not connected after Redis came up"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let r = s.post("/v1/check", check.clone());
+        assert_eq!(
+            (r.status, r.json()["source"].clone()),
+            (200, json!("store"))
+        );
+    }
+}
+
+/// `--require-redis`, or `[store] require_at_startup = true`: the old
+/// refusal, exit code 1 with the reason.
+#[test]
+fn require_redis_refuses_to_start_while_redis_is_down() {
+    let server = RedisServer::start();
+    server.kill9();
+    let dir = temp_dir();
+    let plain = dir.join("plain.toml");
+    std::fs::write(&plain, CONFIG).unwrap();
+    let required = dir.join("required.toml");
+    std::fs::write(
+        &required,
+        format!("[store]\nrequire_at_startup = true\n{CONFIG}"),
+    )
+    .unwrap();
+    for (config, flag) in [(&plain, Some("--require-redis")), (&required, None)] {
+        let out = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--redis", &server.url()])
+            .arg("--config")
+            .arg(config)
+            .args(flag)
+            .env_remove("TOLLGATE_REQUIRE_REDIS")
+            .env_remove("TOLLGATE_REDIS")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains("cannot connect"), "{stderr}");
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("listening"));
+    }
 }

@@ -24,6 +24,7 @@ pub(super) struct RawStore {
     max_keys: Option<Spanned<i64>>,
     bucket_expiry_form: Option<bool>,
     pipelining: Option<bool>,
+    require_at_startup: Option<bool>,
 }
 
 /// Which store the service decides on.
@@ -48,6 +49,9 @@ pub(crate) struct StoreSettings {
     pub(crate) pipelining: bool,
     /// Per-policy failure policies (`on_failure` in a `[[policy]]`).
     pub(crate) policy_on_failure: Vec<(String, OnFailure)>,
+    /// Redis: refuse to start when it does not answer at startup, instead
+    /// of starting under the failure policy and connecting when it answers.
+    pub(crate) require_at_startup: bool,
 }
 
 impl Default for StoreSettings {
@@ -63,6 +67,7 @@ impl Default for StoreSettings {
             bucket_expiry_form: true,
             pipelining: true,
             policy_on_failure: Vec::new(),
+            require_at_startup: false,
         }
     }
 }
@@ -148,6 +153,9 @@ pub(super) fn store_settings(raw: RawStore) -> Result<StoreSettings, SpannedErro
     }
     if let Some(on) = raw.pipelining {
         settings.pipelining = on;
+    }
+    if let Some(on) = raw.require_at_startup {
+        settings.require_at_startup = on;
     }
     if let Some(d) = raw.deadline {
         settings.deadline = parse_duration(d.get_ref())
