@@ -172,6 +172,7 @@ impl RedisStoreBuilder {
                 offset: AtomicI64::new(0),
                 offset_error: AtomicU64::new(0),
                 offset_at: AtomicU64::new(0),
+                offset_master: AtomicU64::new(0),
                 bucket_form,
                 refunds: AtomicU64::new(0),
             }),

@@ -67,18 +67,28 @@ impl RedisStore {
     }
 
     /// Our estimate of the server's clock now, in µs (within the offset's
-    /// error), measuring the offset again when it is older than 30 s.
+    /// error), measuring the offset again when it is older than 30 s, or
+    /// when the store moved to a new master (Sentinel), whose clock is
+    /// another.
     pub(super) fn server_now(&self) -> u64 {
         let now = self.inner.clock.now_micros();
         let at = self.inner.offset_at.load(Ordering::Relaxed);
-        if now.saturating_sub(at) > OFFSET_REFRESH_MICROS
+        let switches = self.master_switches();
+        let measured_on = self.inner.offset_master.load(Ordering::Relaxed);
+        // One caller wins each compare-exchange, so one measurement runs.
+        let stale = (now.saturating_sub(at) > OFFSET_REFRESH_MICROS
             && self
                 .inner
                 .offset_at
                 .compare_exchange(at, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-            && let Ok(runtime) = tokio::runtime::Handle::try_current()
-        {
+                .is_ok())
+            || (switches != measured_on
+                && self
+                    .inner
+                    .offset_master
+                    .compare_exchange(measured_on, switches, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok());
+        if stale && let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let store = self.clone();
             // A failed measurement keeps the last offset; the next call
             // after the refresh interval tries again.

@@ -65,6 +65,7 @@ impl Connection {
     pub(crate) async fn query_window(&self, check: WindowCheck) -> Option<RedisResult<Value>> {
         match self {
             Connection::Single(_, Some(queue)) => queue.query_window(check).await,
+            Connection::Sentinel(s) => s.query_window(check).await,
             _ => None,
         }
     }

@@ -80,6 +80,9 @@ struct Inner {
     /// When (our clock, µs) the offset was last measured or a measurement
     /// started, so that only one runs at a time.
     offset_at: AtomicU64,
+    /// [`RedisStore::master_switches`] when the offset was last measured:
+    /// a new master's clock is measured anew.
+    offset_master: AtomicU64,
     /// Whether buckets take their server-clock form: asked for (the
     /// default), and the server has `PEXPIRETIME` (Redis 7.0), probed at
     /// connect.

@@ -36,7 +36,7 @@ use redis::{
 };
 use tokio::sync::Notify;
 
-use super::coalesce::Coalescer;
+use super::coalesce::{Coalescer, WindowCheck};
 use super::error::{kind_of, store_error};
 use crate::{Error, Result, StoreErrorKind};
 
@@ -356,15 +356,33 @@ impl SentinelConnection {
             Some(queue) if pipelined => queue.query(cmd).await,
             _ => cmd.query_async(&mut master.manager.clone()).await,
         };
-        if let Err(e) = &result
-            && matches!(
-                kind_of(e),
-                StoreErrorKind::Io | StoreErrorKind::Timeout | StoreErrorKind::Cluster
-            )
-        {
-            self.wake.notify_one();
+        if let Err(e) = &result {
+            self.after_error(e);
         }
         result
+    }
+
+    /// A fixed window check in the master's next group of such checks
+    /// (see [`Coalescer::query_window`]); `None` when it should leave as
+    /// its own call.
+    pub(crate) async fn query_window(&self, check: WindowCheck) -> Option<RedisResult<Value>> {
+        let master = self.master();
+        let result = master.queue.as_ref()?.query_window(check).await;
+        if let Some(Err(e)) = &result {
+            self.after_error(e);
+        }
+        result
+    }
+
+    /// Asks the sentinels again when a call failed as calls to a moved
+    /// master fail.
+    fn after_error(&self, e: &RedisError) {
+        if matches!(
+            kind_of(e),
+            StoreErrorKind::Io | StoreErrorKind::Timeout | StoreErrorKind::Cluster
+        ) {
+            self.wake.notify_one();
+        }
     }
 
     /// Asks the sentinels where the master is, and moves there (scripts
