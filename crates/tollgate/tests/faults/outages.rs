@@ -100,7 +100,7 @@ fn a_busy_script_respects_the_deadline() {
         let (rate, burst) = (1000, 100);
         let policy = Policy::gcra("busy", rate, Duration::from_secs(1), burst).unwrap();
         let scenario = Scenario {
-            name: "BUSY script 2 s",
+            name: "BUSY script 1.5 s",
             policy: policy.clone(),
             share: Share::of(burst, rate, 1),
             callers: 8,
