@@ -6,8 +6,9 @@
 //! and the fallback at most its local share while it decides.
 //!
 //! Each prints one row of the fault table (run with `--nocapture`):
-//! | scenario | admitted (Redis + fallback over its span) | bound | slowest |
-//! to fallback | back on Redis | caller errors of calls |
+//! | scenario | admitted (Redis + fallback over its span) | bound (Redis +
+//! fallback) | slowest | fault → first fallback decision | fault → back on
+//! Redis | caller errors of calls |
 #![cfg(feature = "redis")]
 
 use std::sync::Arc;
@@ -15,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tollgate::store::redis::RedisStore;
-use tollgate::store::resilient::{OnFailure, ResilientStore};
+use tollgate::store::resilient::{BreakerState, OnFailure, ResilientStore};
 use tollgate::{Policy, Source, Store};
 use tollgate_testkit::{FailoverMode, RedisCluster, RedisSentinel};
 
@@ -41,6 +42,18 @@ enum Fault {
     ClusterKill,
     /// A coordinated `CLUSTER FAILOVER` of the hot key's primary.
     ClusterCommand,
+}
+
+impl Fault {
+    /// The scenario's name in the table of figures.
+    fn name(self) -> &'static str {
+        match self {
+            Fault::SentinelKill => "Sentinel: master kill -9",
+            Fault::SentinelCommand => "Sentinel: `SENTINEL FAILOVER`",
+            Fault::ClusterKill => "Cluster: primary kill -9",
+            Fault::ClusterCommand => "Cluster: `CLUSTER FAILOVER`",
+        }
+    }
 }
 
 /// The servers of one scenario.
@@ -160,7 +173,14 @@ fn failover_under_load(fault: Fault) {
             }
             assert!(redis.master_switches() >= 1, "the store never moved to the new master");
         }
-        tokio::time::sleep(Duration::from_millis(1500)).await;
+        // Back on Redis (the breaker closed; within 15 s, which covers the
+        // cluster client's slot map refresh and the probe's backoff on a
+        // busy machine), then a while on it.
+        let by = Instant::now() + Duration::from_secs(15);
+        while store.breaker_state() != BreakerState::Closed && Instant::now() < by {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(1000)).await;
         stop.store(true, Ordering::Relaxed);
         let mut all = Vec::new();
         for caller in callers {
@@ -206,7 +226,8 @@ fn failover_under_load(fault: Fault) {
             )
         };
         eprintln!(
-            "| {fault:?} | {} ({by_store} Redis + {by_fallback} fallback over {:.2} s) | {} ({store_bound} Redis + {share} fallback) | {:.1} ms | {} | {} | {errors} of {} |",
+            "| {} | {} ({by_store} + {by_fallback} over {:.2} s) | {} ({store_bound} + {share}) | {:.1} ms | {} | {} | {errors} of {} |",
+            fault.name(),
             by_store + by_fallback,
             span.as_secs_f64(),
             store_bound + share,
