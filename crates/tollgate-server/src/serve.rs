@@ -65,6 +65,10 @@ pub(crate) struct ServeArgs {
     /// endpoints and environment variables.
     #[arg(long, env = "TOLLGATE_ENVOY_CONFIG")]
     envoy_config: Option<PathBuf>,
+    /// Every policy in shadow mode: decided and counted, never refused
+    /// (also `SHADOW_MODE=true`, as in ERL).
+    #[arg(long, env = "SHADOW_MODE")]
+    shadow: bool,
     /// ERL mode with the config where ERL's `RUNTIME_ROOT`,
     /// `RUNTIME_SUBDIRECTORY` and `RUNTIME_APPDIRECTORY` say.
     #[arg(long)]
@@ -115,6 +119,7 @@ pub(crate) fn run(args: ServeArgs) -> i32 {
         require_redis: args.require_redis,
         token: args.token.clone(),
         grpc_listen: args.grpc_listen,
+        shadow: args.shadow,
     };
     if let Err(e) = overrides.apply(&mut config) {
         eprintln!("error: {e}");
@@ -148,6 +153,7 @@ struct Overrides {
     require_redis: bool,
     token: Option<String>,
     grpc_listen: Option<SocketAddr>,
+    shadow: bool,
 }
 
 impl Overrides {
@@ -188,6 +194,11 @@ impl Overrides {
         }
         if self.grpc_listen.is_some() {
             config.server.grpc_listen = self.grpc_listen;
+        }
+        if self.shadow {
+            for policy in &mut config.policies.policies {
+                *policy = policy.clone().shadow();
+            }
         }
         Ok(())
     }

@@ -850,3 +850,62 @@ fn require_redis_refuses_to_start_while_redis_is_down() {
         assert!(!String::from_utf8_lossy(&out.stdout).contains("listening"));
     }
 }
+
+#[test]
+fn shadow_policies_and_shadow_mode_never_refuse() {
+    let config = "[[policy]]\nname = \"new\"\nalgorithm = \"fixed_window\"\nlimit = 1\nwindow = \"1h\"\nmode = \"shadow\"\n\n[[policy]]\nname = \"old\"\nalgorithm = \"fixed_window\"\nlimit = 1\nwindow = \"1h\"\n";
+    let svc = Service::start(config, &[]);
+    let first = svc.post("/v1/check", json!({"policy": "new", "key": "k"}));
+    assert_eq!(first.status, 200);
+    assert!(first.json().get("shadow").is_none());
+    let second = svc.post("/v1/check", json!({"policy": "new", "key": "k"}));
+    assert_eq!(second.status, 200);
+    let body = second.json();
+    assert_eq!(body["shadow"], true, "{body}");
+    assert_eq!(body["allowed"], true);
+    assert_eq!(body["remaining"], 0);
+    assert!(body["retry_after_ms"].as_u64().unwrap() > 0, "{body}");
+    svc.post("/v1/check", json!({"policy": "old", "key": "k"}));
+    assert_eq!(
+        svc.post("/v1/check", json!({"policy": "old", "key": "k"}))
+            .status,
+        429
+    );
+    let metrics = svc.request("GET", "/metrics", "", &[]).body;
+    assert!(
+        metrics.contains("tollgate_shadow_denials_total{policy=\"new\"} 1"),
+        "{metrics}"
+    );
+    drop(svc);
+
+    // --shadow (SHADOW_MODE=true) puts every policy in shadow mode
+    let svc = Service::start(config, &["--shadow"]);
+    for _ in 0..3 {
+        assert_eq!(
+            svc.post("/v1/check", json!({"policy": "old", "key": "k"}))
+                .status,
+            200
+        );
+    }
+
+    let dir = temp_dir();
+    let path = dir.join("bad.toml");
+    std::fs::write(
+        &path,
+        config.replace("mode = \"shadow\"", "mode = \"dry-run\""),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["validate", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "bad.toml:6: policy `new`: `mode` must be \"enforce\" or \"shadow\", got \"dry-run\""
+        ),
+        "{stderr}"
+    );
+}

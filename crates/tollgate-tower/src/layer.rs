@@ -65,6 +65,7 @@ impl RateLimitLayer {
             limits: Vec::new(),
             mode: CheckMode::default(),
             format: ResponseFormat::default(),
+            shadow: false,
         }
     }
 }
@@ -105,6 +106,7 @@ pub struct RateLimitLayerBuilder {
     limits: Vec<Limit>,
     mode: CheckMode,
     format: ResponseFormat,
+    shadow: bool,
 }
 
 impl RateLimitLayerBuilder {
@@ -140,6 +142,16 @@ impl RateLimitLayerBuilder {
         self
     }
 
+    /// Puts every limit of the layer in shadow mode (see
+    /// [`Policy::shadow`]): requests are decided and counted as usual but
+    /// never refused; a request a limit would have refused passes, and
+    /// `tollgate_shadow_denials_total` counts it. A single policy can be
+    /// put in shadow mode by itself with [`Policy::shadow`].
+    pub fn shadow(mut self) -> Self {
+        self.shadow = true;
+        self
+    }
+
     /// How the layer's own answers are written (default
     /// [`ResponseFormat::Auto`]).
     pub fn response_format(mut self, format: ResponseFormat) -> Self {
@@ -153,7 +165,12 @@ impl RateLimitLayerBuilder {
     /// These are the mistakes the store would otherwise report on every
     /// request; they are errors here, naming the policy, so that none of
     /// them reaches a client.
-    pub fn build(self) -> Result<RateLimitLayer, Error> {
+    pub fn build(mut self) -> Result<RateLimitLayer, Error> {
+        if self.shadow {
+            for limit in &mut self.limits {
+                limit.policy = std::sync::Arc::new(limit.policy.as_ref().clone().shadow());
+            }
+        }
         if self.limits.is_empty() {
             return Err(Error::InvalidArgument {
                 field: "limits",

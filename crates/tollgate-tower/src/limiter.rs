@@ -150,6 +150,14 @@ impl Limiter {
                             key.clone(),
                             id,
                         )),
+                        // A shadow policy's refusal lets the request pass
+                        // without a lease.
+                        None if self.policy(*i).is_shadow() => {
+                            if let Some((_, d)) = decided.last_mut() {
+                                *d = d.shadowed(self.policy(*i));
+                                tollgate::metrics::record_shadow_denial(self.policy(*i).name());
+                            }
+                        }
                         // Dropping `leases` gives back those already taken.
                         None => return self.deny(decided, grpc),
                     }
@@ -160,11 +168,18 @@ impl Limiter {
                 },
             }
         }
+        // Shadow policies never refuse, so they stay out of an atomic
+        // batch (where a refusal would stop the others) and are checked
+        // after the enforced ones, only when those admit.
+        let quota = |(i, _): &&(usize, Key)| !self.limits[*i].is_lease();
+        let shadow = |(i, _): &&(usize, Key)| self.policy(*i).is_shadow();
         let quotas: Vec<&(usize, Key)> = plan
             .keys
             .iter()
-            .filter(|(i, _)| !self.limits[*i].is_lease())
+            .filter(quota)
+            .filter(|k| !shadow(k))
             .collect();
+        let shadows: Vec<&(usize, Key)> = plan.keys.iter().filter(quota).filter(shadow).collect();
         let atomic = self.mode == CheckMode::Atomic && !self.atomic_refused.load(Ordering::Relaxed);
         let outcome = if quotas.len() > 1 && atomic {
             self.check_atomic(&quotas, &mut decided, grpc).await
@@ -172,6 +187,11 @@ impl Limiter {
             self.check_in_sequence(&quotas, &mut decided, grpc).await
         };
         if let Some(rejection) = outcome {
+            return Outcome::Reject(rejection);
+        }
+        if decided.iter().all(|(_, d)| d.allowed)
+            && let Some(rejection) = self.check_in_sequence(&shadows, &mut decided, grpc).await
+        {
             return Outcome::Reject(rejection);
         }
         if decided.iter().any(|(_, d)| !d.allowed) {

@@ -341,3 +341,63 @@ async fn behind_a_resilient_store_a_dead_redis_follows_the_failure_policy() {
         .unwrap();
     assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
 }
+
+#[tokio::test]
+async fn shadow_limits_count_but_never_refuse() {
+    let store = Arc::new(MemoryStore::new());
+    let shadow = Policy::fixed_window("new-limit", 2, Duration::from_secs(3600))
+        .unwrap()
+        .shadow();
+    let enforced = Policy::fixed_window("old-limit", 4, Duration::from_secs(3600)).unwrap();
+    let in_flight = Policy::concurrency("in-flight", 1, Duration::from_secs(60))
+        .unwrap()
+        .shadow();
+    let layer = RateLimitLayer::builder_shared(store.clone())
+        .limit(shadow.clone(), Global)
+        .limit(enforced.clone(), Global)
+        .limit(in_flight, Global)
+        .build()
+        .unwrap();
+    let app = app(layer);
+    // the shadow limit is passed from the third request on; the enforced
+    // one still refuses the fifth
+    let mut statuses = Vec::new();
+    for _ in 0..5 {
+        statuses.push(
+            app.clone()
+                .oneshot(from("10.0.0.1"))
+                .await
+                .unwrap()
+                .status(),
+        );
+    }
+    assert_eq!(statuses[..4], [StatusCode::OK; 4]);
+    assert_eq!(statuses[4], StatusCode::TOO_MANY_REQUESTS);
+    // the shadow limit counted the four admitted requests, not the refused one
+    let peek = tollgate::Store::check(store.as_ref(), &shadow, b"global", 0)
+        .await
+        .unwrap();
+    assert_eq!(peek.remaining, 0);
+    let peek = tollgate::Store::check(store.as_ref(), &enforced, b"global", 0)
+        .await
+        .unwrap();
+    assert_eq!(peek.remaining, 0, "the enforced limit counted four");
+
+    // the whole layer in shadow mode: nothing is refused
+    let layer = RateLimitLayer::builder(MemoryStore::new())
+        .limit(enforced, Global)
+        .shadow()
+        .build()
+        .unwrap();
+    let app = self::app(layer);
+    for _ in 0..6 {
+        assert_eq!(
+            app.clone()
+                .oneshot(from("10.0.0.1"))
+                .await
+                .unwrap()
+                .status(),
+            StatusCode::OK
+        );
+    }
+}

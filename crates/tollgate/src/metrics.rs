@@ -72,8 +72,14 @@ pub fn record_decision(policy: &str, decision: &Decision) {
     )
     .increment(1);
     if decision.shadow {
-        metrics::counter!(SHADOW_DENIALS, "policy" => policy.to_owned()).increment(1);
+        record_shadow_denial(policy);
     }
+}
+
+/// Counts one denial that a shadow-mode policy answered as an admission
+/// ([`record_decision`] does it for every decision marked `shadow`).
+pub fn record_shadow_denial(policy: &str) {
+    metrics::counter!(SHADOW_DENIALS, "policy" => policy.to_owned()).increment(1);
 }
 
 pub(crate) fn record_store_error(kind: StoreErrorKind) {

@@ -25,6 +25,8 @@ pub(super) struct RawPolicy {
     /// one Redis Cluster slot.
     group: Option<Spanned<String>>,
     pub(super) on_failure: Option<Spanned<String>>,
+    /// `enforce` (the default) or `shadow`.
+    mode: Option<Spanned<String>>,
 }
 
 pub(super) fn build(raw: &RawPolicy) -> Result<Policy, FieldError> {
@@ -98,13 +100,27 @@ pub(super) fn build(raw: &RawPolicy) -> Result<Policy, FieldError> {
         Some(group) => p.with_group(group.get_ref()),
         None => Ok(p),
     });
-    policy.map_err(|e| {
+    let shadow = match &raw.mode {
+        None => false,
+        Some(mode) => match mode.get_ref().as_str() {
+            "enforce" => false,
+            "shadow" => true,
+            other => {
+                return Err((
+                    Some(mode.span()),
+                    format!("`mode` must be \"enforce\" or \"shadow\", got {other:?}"),
+                ));
+            }
+        },
+    };
+    let policy = policy.map_err(|e| {
         let span = match &e {
             tollgate::Error::InvalidPolicy { field, .. } => raw.span_of(field),
             _ => None,
         };
         (span, e.to_string())
-    })
+    })?;
+    Ok(if shadow { policy.shadow() } else { policy })
 }
 
 impl RawPolicy {

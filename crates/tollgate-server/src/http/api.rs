@@ -73,7 +73,7 @@ fn policy<'a>(set: &'a PolicySet, obj: &Map<String, Value>) -> Result<&'a Policy
 }
 
 fn decision_json(policy: &Policy, d: &Decision) -> Value {
-    json!({
+    let mut value = json!({
         "allowed": d.allowed,
         "policy": policy.name(),
         "limit": d.limit,
@@ -82,7 +82,13 @@ fn decision_json(policy: &Policy, d: &Decision) -> Value {
         "retry_after_ms": ceil_millis(d.retry_after),
         "delay_ms": ceil_millis(d.delay),
         "source": d.source.as_str(),
-    })
+    });
+    // Only a shadow policy's would-be denial says so; other answers keep
+    // their shape.
+    if d.shadow {
+        value["shadow"] = Value::Bool(true);
+    }
+    value
 }
 
 /// 200 or 429 with `body` and the rate-limit headers of `decided`.
