@@ -281,3 +281,68 @@ async fn a_denied_cross_slot_batch_holds_capacity_only_until_its_refund() {
     );
     assert!(store.batch_refunds() > 0);
 }
+
+/// A caller's clock that moves 1 ms at every read: each step of a batch
+/// across slots reads it, so a window can turn between a consume and its
+/// refund.
+#[derive(Debug)]
+struct Ticking(std::sync::atomic::AtomicU64);
+
+impl tollgate::Clock for Ticking {
+    fn now_micros(&self) -> u64 {
+        self.0.fetch_add(1000, std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// A fixed window's unit consumed just before its window ends is not
+/// refunded after it: the refund would come out of the next window. The
+/// same batch well inside the window is refunded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refund_that_could_come_out_of_the_next_window_is_not_made() {
+    use std::sync::atomic::Ordering;
+    use tollgate::store::redis::TimeSource;
+    let cluster = RedisCluster::start(3, 0);
+    let window = Policy::fixed_window("win", 10, Duration::from_secs(1)).unwrap();
+    let spent = Policy::token_bucket("spent", 1, Duration::from_secs(3600), 1).unwrap();
+    // A whole second, in µs.
+    let second = 1_800_000_000_000_000u64;
+    for (prefix, start, refunds) in [
+        // Reads: 1 before the first slot's call, 2 its time (the consume),
+        // 3 and 4 the second slot's, 5 whether the refund is exact.
+        ("turning:", second + 1_000_000 - 2_000, 0),
+        ("inside:", second + 100_000, 1),
+    ] {
+        let clock = Arc::new(Ticking(std::sync::atomic::AtomicU64::new(
+            start - 10_000_000,
+        )));
+        let store = RedisStore::builder(cluster.seed_urls())
+            .prefix(prefix)
+            .time_source(TimeSource::Client(clock.clone()))
+            .connect()
+            .await
+            .unwrap();
+        let key: &'static [u8] = (0..)
+            .map(|n| -> &'static [u8] {
+                Box::leak(format!("k{n}").into_bytes().into_boxed_slice())
+            })
+            .find(|k| key_slot(&store.key_of(&window, k)) < key_slot(&store.key_of(&spent, k)))
+            .unwrap();
+        assert!(store.check(&spent, key, 1).await.unwrap().allowed);
+        clock.0.store(start, Ordering::SeqCst);
+        let batch = [
+            Request {
+                policy: &window,
+                key,
+                cost: 1,
+            },
+            Request {
+                policy: &spent,
+                key,
+                cost: 1,
+            },
+        ];
+        let decisions = store.check_many(&batch, true).await.unwrap();
+        assert!(decisions.iter().all(|d| !d.allowed), "{decisions:?}");
+        assert_eq!(store.batch_refunds(), refunds, "{prefix}");
+    }
+}
