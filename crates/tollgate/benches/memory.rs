@@ -11,7 +11,8 @@
 //! process of its own so that one measurement's freed memory does not hide
 //! the next one's growth (set `TOLLGATE_BENCH_NO_BYTES=1` to skip that,
 //! for example under a profiler). `-- --paired` compares the keyed rows
-//! with governor's in alternating batches instead (see [`paired`]).
+//! with governor's in alternating batches instead (see [`paired`]), and
+//! `-- --usage` the usage operations with `check` (see [`usage`]).
 
 use std::hint::black_box;
 use std::num::NonZeroU32;
@@ -24,7 +25,7 @@ use criterion::{BenchmarkId, Criterion, Throughput};
 use governor::{Quota, RateLimiter};
 use tollgate::store::Store;
 use tollgate::store::memory::MemoryStore;
-use tollgate::{Algorithm, DirectLimiter, ManualClock, Policy};
+use tollgate::{Algorithm, DirectLimiter, ManualClock, Policy, Usage};
 
 const MANY: usize = 1_000_000;
 const MEMORY_PROBE: &str = "TOLLGATE_BENCH_BYTES_PER_KEY";
@@ -365,6 +366,85 @@ fn paired(only: Option<&str>) {
     }
 }
 
+/// `-- --usage`: `charge`, `refund` and `check_at_most` beside `check` on
+/// every rate algorithm, one hot key, one thread, in short alternating
+/// batches (each round in a new order); ns per call, the median of the
+/// rounds, and the median of each round's ratio to `check`. Each operation
+/// has a key of its own: `check`, `charge` and `check_at_most` (of 1) as
+/// the hot key of the criterion rows, `refund` (of 1) on a key charged
+/// deep into debt before each of its batches (untimed), so that every
+/// refund has something to give back.
+fn usage() {
+    const ROUNDS: usize = 15;
+    const BATCH: u64 = 400_000;
+    println!(
+        "usage: ns per call, hot key, 1 thread, median of {ROUNDS} rounds; ratio = op / check, per round"
+    );
+    for (name, policy) in policies() {
+        if matches!(policy.algorithm(), Algorithm::Concurrency(_)) {
+            continue;
+        }
+        let store = MemoryStore::builder().max_keys(2 * MANY).build();
+        let ops: [(&str, &dyn Fn()); 4] = [
+            ("check", &|| {
+                black_box(store.check_sync(&policy, b"check", 1).unwrap());
+            }),
+            ("charge", &|| {
+                black_box(
+                    store
+                        .usage_sync(&policy, b"charge", Usage::Charge, 1)
+                        .unwrap(),
+                );
+            }),
+            ("refund", &|| {
+                black_box(
+                    store
+                        .usage_sync(&policy, b"refund", Usage::Refund, 1)
+                        .unwrap(),
+                );
+            }),
+            ("check_at_most", &|| {
+                black_box(
+                    store
+                        .usage_sync(&policy, b"at_most", Usage::AtMost, 1)
+                        .unwrap(),
+                );
+            }),
+        ];
+        let mut times: Vec<Vec<f64>> = vec![Vec::new(); ops.len()];
+        for round in 0..ROUNDS {
+            for turn in 0..ops.len() {
+                let which = (turn + round) % ops.len();
+                if ops[which].0 == "refund" {
+                    let debt = tollgate::algorithm::MAX_USAGE_COST;
+                    store
+                        .usage_sync(&policy, b"refund", Usage::Charge, debt)
+                        .unwrap();
+                }
+                let start = Instant::now();
+                for _ in 0..BATCH {
+                    ops[which].1();
+                }
+                times[which].push(start.elapsed().as_nanos() as f64 / BATCH as f64);
+            }
+        }
+        let median = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        print!("  {name}: check {:.1}", median(times[0].clone()));
+        for (i, (op, _)) in ops.iter().enumerate().skip(1) {
+            let ratios: Vec<f64> = times[i].iter().zip(&times[0]).map(|(o, c)| o / c).collect();
+            print!(
+                ", {op} {:.1} (ratio {:.2})",
+                median(times[i].clone()),
+                median(ratios)
+            );
+        }
+        println!();
+    }
+}
+
 fn main() {
     if let Ok(name) = std::env::var(MEMORY_PROBE) {
         bytes_per_key(&name);
@@ -375,6 +455,10 @@ fn main() {
         // cargo passes its own `--bench` after ours.
         let row = args.get(at + 1).filter(|a| !a.starts_with("--"));
         paired(row.map(String::as_str));
+        return;
+    }
+    if args.iter().any(|a| a == "--usage") {
+        usage();
         return;
     }
     let probing = std::env::var_os("TOLLGATE_BENCH_NO_BYTES").is_none();

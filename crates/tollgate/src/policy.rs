@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::algorithm::{
-    Algorithm, Concurrency, FixedWindow, Gcra, LeakyBucket, MAX_SCALED, MAX_USAGE_COST, SlidingLog,
-    SlidingWindow, TokenBucket, Usage,
+    Algorithm, Concurrency, FixedWindow, Gcra, LeakyBucket, MAX_SCALED, MAX_USAGE_COST, Period,
+    SlidingLog, SlidingWindow, TokenBucket, Usage,
 };
 use crate::store::memory::key::InlineName;
 use crate::{Error, Result};
@@ -141,6 +141,20 @@ impl Policy {
         Policy::new(
             name,
             Algorithm::FixedWindow(FixedWindow::new(limit, window)?),
+        )
+    }
+
+    /// A fixed window per calendar period (`1d`, `1w`, `1mo`, `1y`) in a
+    /// time zone; see [`FixedWindow::in_calendar`].
+    pub fn fixed_window_calendar(
+        name: &str,
+        limit: u64,
+        period: Period,
+        zone: &str,
+    ) -> Result<Policy> {
+        Policy::new(
+            name,
+            Algorithm::FixedWindow(FixedWindow::in_calendar(limit, period, zone)?),
         )
     }
 

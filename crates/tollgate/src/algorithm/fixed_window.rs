@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use super::calendar::{Calendar, Period};
 use super::params::{Divisor, MAX_EXACT, MAX_OVERDRAFT, period, positive};
 use crate::decision::Verdict;
 use crate::{Decision, Result};
@@ -25,12 +26,16 @@ pub struct FixedWindow {
     limit: u64,
     window: u64,
     per_window: Divisor,
+    /// For calendar windows: the period and zone whose windows these are
+    /// (`window` is then the period's nominal length).
+    calendar: Option<&'static Calendar>,
 }
 
 /// The counter of one window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct FixedWindowState {
-    /// The window's index `k` (`now / window`).
+    /// The window's index `k` (`now / window`); for a calendar window, its
+    /// first instant in µs.
     pub window: u64,
     /// What was admitted in it.
     pub count: u64,
@@ -44,7 +49,67 @@ impl FixedWindow {
             limit: positive("limit", limit, MAX_EXACT / 2)?,
             window,
             per_window: Divisor::new(window),
+            calendar: None,
         })
+    }
+
+    /// At most `limit` per calendar `period` in `zone` (an IANA name or
+    /// `UTC`): windows from local midnight on the period's first day
+    /// (weeks from Monday) to the next period's, with their real lengths.
+    ///
+    /// ```
+    /// use tollgate::algorithm::{FixedWindow, Period};
+    ///
+    /// let monthly = FixedWindow::in_calendar(1_000_000, Period::Month, "Europe/Paris")?;
+    /// let mut state = Default::default();
+    /// // 2026-02-10 12:00 in Paris: February ends in 18 days and 12 hours.
+    /// let now = 1_770_721_200_000_000;
+    /// let d = monthly.decide(&mut state, now, 1_000);
+    /// assert_eq!(d.remaining, 999_000);
+    /// assert_eq!(d.reset_after.as_secs(), (18 * 24 + 12) * 3600);
+    /// # Ok::<(), tollgate::Error>(())
+    /// ```
+    pub fn in_calendar(limit: u64, period: Period, zone: &str) -> Result<FixedWindow> {
+        let window = period.nominal_micros();
+        Ok(FixedWindow {
+            limit: positive("limit", limit, MAX_EXACT / 2)?,
+            window,
+            per_window: Divisor::new(window),
+            calendar: Some(Calendar::new(period, zone)?),
+        })
+    }
+
+    /// The calendar, for calendar windows.
+    pub fn calendar(&self) -> Option<&'static Calendar> {
+        self.calendar
+    }
+
+    /// The calendar window holding `t`: `[start, end)` in µs. Past the
+    /// calendar's range (years beyond 9999, which no clock of the stores
+    /// reaches) windows of the nominal length from the epoch.
+    pub fn calendar_window(&self, calendar: &Calendar, t: u64) -> (u64, u64) {
+        calendar.window(t).unwrap_or_else(|_| {
+            let k = self.per_window.div(t);
+            (k * self.window, (k + 1) * self.window)
+        })
+    }
+
+    /// A calendar window's state as of `now` (a stored window ahead of
+    /// `now` stays current), and the µs to its end.
+    #[cold]
+    fn roll_calendar(&self, calendar: &Calendar, state: &mut FixedWindowState, now: u64) -> u64 {
+        let (start, end) = self.calendar_window(calendar, now);
+        if state.window < start {
+            *state = FixedWindowState {
+                window: start,
+                count: 0,
+            };
+        }
+        if state.window == start {
+            end - now
+        } else {
+            self.calendar_window(calendar, state.window).1 - now
+        }
     }
 
     /// The most admitted per window.
@@ -52,7 +117,8 @@ impl FixedWindow {
         self.limit
     }
 
-    /// The window, in microseconds.
+    /// The window, in microseconds (for a calendar window, its period's
+    /// nominal length).
     pub fn window_micros(&self) -> u64 {
         self.window
     }
@@ -71,16 +137,21 @@ impl FixedWindow {
         now: u64,
         cost: u64,
     ) -> Verdict {
-        let current = self.per_window.div(now);
-        // A stored window ahead of `now` (a late request) stays current: time
-        // never moves backwards.
-        if state.window < current {
-            *state = FixedWindowState {
-                window: current,
-                count: 0,
-            };
-        }
-        let until_end = (state.window + 1) * self.window - now;
+        let until_end = match self.calendar {
+            None => {
+                let current = self.per_window.div(now);
+                // A stored window ahead of `now` (a late request) stays
+                // current: time never moves backwards.
+                if state.window < current {
+                    *state = FixedWindowState {
+                        window: current,
+                        count: 0,
+                    };
+                }
+                (state.window + 1) * self.window - now
+            }
+            Some(calendar) => self.roll_calendar(calendar, state, now),
+        };
         let allowed = state.count + cost <= self.limit;
         if allowed {
             state.count += cost;
@@ -99,6 +170,9 @@ impl FixedWindow {
     /// The window as of `now` (a stored window ahead of `now` stays
     /// current, as in [`decide`](Self::decide)), and the µs to its end.
     fn roll(&self, state: &mut FixedWindowState, now: u64) -> u64 {
+        if let Some(calendar) = self.calendar {
+            return self.roll_calendar(calendar, state, now);
+        }
         let current = self.per_window.div(now);
         if state.window < current {
             *state = FixedWindowState {

@@ -1,5 +1,6 @@
 #![doc = include_str!("../docs/algorithms.md")]
 
+mod calendar;
 mod concurrency;
 mod fixed_window;
 mod gcra;
@@ -10,6 +11,7 @@ mod sliding_window;
 mod tat;
 mod token_bucket;
 
+pub use calendar::{Calendar, Period};
 pub use concurrency::{Concurrency, ConcurrencyState, LeaseId};
 pub use fixed_window::{FixedWindow, FixedWindowState};
 pub use gcra::{Gcra, GcraState};

@@ -24,6 +24,7 @@ pub(super) fn tag(algorithm: &Algorithm) -> &'static str {
 /// The algorithm's own script (`lua/<algorithm>.lua`).
 pub(super) fn script<'s>(scripts: &'s Scripts, algorithm: &Algorithm) -> &'s Script {
     match algorithm {
+        Algorithm::FixedWindow(a) if a.calendar().is_some() => &scripts.fixed_window_calendar,
         Algorithm::FixedWindow(_) => &scripts.fixed_window,
         Algorithm::SlidingWindow(_) => &scripts.sliding_window,
         Algorithm::SlidingLog(_) => &scripts.sliding_log,
@@ -42,8 +43,12 @@ pub(super) fn takes_cost_text(algorithm: &Algorithm) -> bool {
 
 /// The algorithm's numbers as its script reads them (after the time and
 /// the deadline). All are below 2^53 (the policy's validation sees to it),
-/// so each is exact as a double.
-pub(super) fn params(algorithm: &Algorithm, cost: u64, max_wait: u64) -> Vec<f64> {
+/// so each is exact as a double. A calendar window's window is 0, and the
+/// bounds of the window holding `near` (our best idea of the script's
+/// now, µs, see [`RedisStore::calendar_time`]) and of the next follow.
+///
+/// [`RedisStore::calendar_time`]: super::RedisStore::calendar_time
+pub(super) fn params(algorithm: &Algorithm, cost: u64, max_wait: u64, near: u64) -> Vec<f64> {
     let bucket = |r: Rate, tokens: u64| {
         vec![
             r.units_per_micro,
@@ -53,7 +58,14 @@ pub(super) fn params(algorithm: &Algorithm, cost: u64, max_wait: u64) -> Vec<f64
         ]
     };
     let numbers = match algorithm {
-        Algorithm::FixedWindow(a) => vec![a.limit(), a.window_micros(), cost],
+        Algorithm::FixedWindow(a) => match a.calendar() {
+            None => vec![a.limit(), a.window_micros(), cost],
+            Some(calendar) => {
+                let (s0, e0) = a.calendar_window(calendar, near);
+                let (_, e1) = a.calendar_window(calendar, e0);
+                vec![a.limit(), 0, cost, s0, e0, e1]
+            }
+        },
         Algorithm::SlidingWindow(a) => vec![a.limit(), a.window_micros(), cost],
         Algorithm::SlidingLog(a) => vec![a.limit(), a.window_micros(), cost],
         // Rate, capacity in scaled units, cost; a reservation's wait last

@@ -38,11 +38,13 @@ impl RedisStore {
         keys: &[Vec<u8>],
         which: &[usize],
     ) -> Result<Vec<Decision>> {
-        let mut args = vec![Arg::Bin(pack(&self.time_args()?))];
+        let time = self.time_args()?;
+        let near = self.calendar_time(time[0]);
+        let mut args = vec![Arg::Bin(pack(&time))];
         for &i in which {
             let (r, form) = (&requests[i], &forms[i]);
             args.push(Arg::Str(form.tag(r.policy)));
-            args.push(Arg::Bin(pack(&form.batch_numbers(r.policy, r.cost))));
+            args.push(Arg::Bin(pack(&form.batch_numbers(r.policy, r.cost, near))));
         }
         let key_refs: Vec<&[u8]> = which.iter().map(|&i| keys[i].as_slice()).collect();
         let reply = self

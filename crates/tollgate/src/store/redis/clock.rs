@@ -115,4 +115,17 @@ impl RedisStore {
             }
         }
     }
+
+    /// The time a calendar window's bounds are computed around, from the
+    /// time argument of a call (-1 for the server's clock): the client's
+    /// now as it is, or our estimate of the server's a second early, so
+    /// that the script's own now falls in that window or the next, of
+    /// which it is also told (see `lua/fixed_window.lua`).
+    pub(super) fn calendar_time(&self, time: f64) -> u64 {
+        if time < 0.0 {
+            self.server_now().saturating_sub(1_000_000)
+        } else {
+            time as u64
+        }
+    }
 }

@@ -42,7 +42,7 @@ impl RedisStore {
         let [time, _] = self.time_args()?;
         let mut args = vec![time.to_string(), "0".to_string()];
         args.extend(
-            algorithm::params(policy.algorithm(), cost, 0)
+            algorithm::params(policy.algorithm(), cost, 0, self.calendar_time(time))
                 .iter()
                 .map(f64::to_string),
         );
@@ -92,7 +92,12 @@ impl RedisStore {
         let algorithm = policy.algorithm();
         let [time, deadline] = self.time_args()?;
         let mut numbers = vec![time, deadline];
-        numbers.extend(algorithm::params(algorithm, cost, max_wait));
+        numbers.extend(algorithm::params(
+            algorithm,
+            cost,
+            max_wait,
+            self.calendar_time(time),
+        ));
         let cost_text;
         let mut args = vec![Arg::Bin(pack(&numbers))];
         if algorithm::takes_cost_text(algorithm) {

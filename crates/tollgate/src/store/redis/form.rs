@@ -33,11 +33,11 @@ impl Form {
 
     /// The numbers the batch passes for a request of `cost` in this form
     /// (see `lua/batch.lua`).
-    pub(super) fn batch_numbers(&self, policy: &Policy, cost: u64) -> Vec<f64> {
+    pub(super) fn batch_numbers(&self, policy: &Policy, cost: u64, near: u64) -> Vec<f64> {
         match self {
             Form::Window(w) => w.batch_numbers(cost),
             Form::Bucket(b) => b.batch_numbers(cost),
-            Form::Script => algorithm::params(policy.algorithm(), cost, 0),
+            Form::Script => algorithm::params(policy.algorithm(), cost, 0, near),
         }
     }
 }

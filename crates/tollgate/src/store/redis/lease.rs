@@ -49,7 +49,7 @@ impl RedisStore {
         let id = id.to_string();
         let [time, deadline] = self.time_args()?;
         let mut numbers = vec![time, deadline];
-        numbers.extend(algorithm::params(policy.algorithm(), 0, 0));
+        numbers.extend(algorithm::params(policy.algorithm(), 0, 0, 0));
         let args = [Arg::Bin(pack(&numbers)), Arg::Str(op.arg()), Arg::Str(&id)];
         let reply = self
             .run(&self.inner.scripts.concurrency, &[&redis_key], &args)

@@ -92,17 +92,17 @@ macro_rules! entry {
     ($function:literal, $format:literal, $count:literal, $args:literal) => {
         concat!(
             "
-local time, deadline, a1, a2, a3, a4, a5
+local time, deadline, a1, a2, a3, a4, a5, a6
 if #ARGV[1] == 8 * ",
             $count,
             " then
-  time, deadline, a1, a2, a3, a4, a5 = struct.unpack('<",
+  time, deadline, a1, a2, a3, a4, a5, a6 = struct.unpack('<",
             $format,
             "', ARGV[1])
 else
-  time, deadline, a1, a2, a3, a4, a5 = tonumber(ARGV[1]), tonumber(ARGV[2]),
+  time, deadline, a1, a2, a3, a4, a5, a6 = tonumber(ARGV[1]), tonumber(ARGV[2]),
     tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]),
-    tonumber(ARGV[7])
+    tonumber(ARGV[7]), tonumber(ARGV[8])
 end
 ",
             server_time!(),
@@ -123,13 +123,13 @@ macro_rules! usage_entry {
     ($function:literal, $args:literal) => {
         concat!(
             "
-local time, deadline, op, a1, a2, a3, a4, a5
+local time, deadline, op, a1, a2, a3, a4, a5, a6
 if #ARGV[1] % 8 == 0 and #ARGV == 1 then
-  time, deadline, op, a1, a2, a3, a4, a5 = struct.unpack('<' .. string.rep('d', #ARGV[1] / 8), ARGV[1])
+  time, deadline, op, a1, a2, a3, a4, a5, a6 = struct.unpack('<' .. string.rep('d', #ARGV[1] / 8), ARGV[1])
 else
-  time, deadline, op, a1, a2, a3, a4, a5 = tonumber(ARGV[1]), tonumber(ARGV[2]),
+  time, deadline, op, a1, a2, a3, a4, a5, a6 = tonumber(ARGV[1]), tonumber(ARGV[2]),
     tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]),
-    tonumber(ARGV[7]), tonumber(ARGV[8])
+    tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 end
 ",
             server_time!(),
@@ -155,8 +155,7 @@ macro_rules! usage_script {
     };
 }
 
-pub(crate) const FIXED_WINDOW_USAGE: &str =
-    usage_script!("usage_ops.lua", "fixed_window_usage.lua"; "fixed_window_usage", "a1, a2, a3");
+pub(crate) const FIXED_WINDOW_USAGE: &str = usage_script!("usage_ops.lua", "fixed_window_usage.lua"; "fixed_window_usage", "a1, a2, a3, a4, a5, a6");
 pub(crate) const SLIDING_WINDOW_USAGE: &str =
     usage_script!("sliding_window_usage.lua"; "sliding_window_usage", "a1, a2, a3");
 pub(crate) const SLIDING_LOG_USAGE: &str = usage_script!("decimal.lua", "usage_ops.lua", "sliding_log_usage.lua"; "sliding_log_usage", "a1, a2, a3");
@@ -180,6 +179,9 @@ pub(crate) const FIXED_WINDOW_SERVER_USAGE: &str = concat!(
 // both forms), so its HINCRBY need not print the number.
 pub(crate) const FIXED_WINDOW: &str = script!("fixed_window.lua";
     entry!("fixed_window", "ddddd", "5", "a1, a2, a3, ARGV[#ARGV]"));
+// A calendar window: the window 0, then the bounds of two windows.
+pub(crate) const FIXED_WINDOW_CALENDAR: &str = script!("fixed_window.lua";
+    entry!("fixed_window", "dddddddd", "8", "a1, a2, a3, ARGV[#ARGV], nil, a4, a5, a6"));
 // The fixed window on the server's clock is a body, not a function (its
 // contract says why), after a line that names its key and its cost (times
 // 16, as text): ARGV[1] in general, a constant in the form for a cost of 1,
@@ -358,6 +360,8 @@ impl Script {
 #[derive(Debug)]
 pub(crate) struct Scripts {
     pub(crate) fixed_window: Script,
+    /// The same for calendar windows, whose bounds come as arguments.
+    pub(crate) fixed_window_calendar: Script,
     pub(crate) fixed_window_server: Script,
     /// The same, for a cost of 1 without a deadline: no arguments.
     pub(crate) fixed_window_server_one: Script,
@@ -387,6 +391,7 @@ impl Scripts {
     pub(crate) fn new() -> Scripts {
         Scripts {
             fixed_window: Script::new("fixed_window", FIXED_WINDOW),
+            fixed_window_calendar: Script::new("fixed_window_calendar", FIXED_WINDOW_CALENDAR),
             fixed_window_server: Script::new("fixed_window_server", FIXED_WINDOW_SERVER),
             fixed_window_server_one: Script::new(
                 "fixed_window_server_one",
@@ -417,9 +422,10 @@ impl Scripts {
         }
     }
 
-    pub(crate) fn all(&self) -> [&Script; 19] {
+    pub(crate) fn all(&self) -> [&Script; 20] {
         [
             &self.fixed_window,
+            &self.fixed_window_calendar,
             &self.fixed_window_server,
             &self.fixed_window_server_one,
             &self.fixed_window_server_group,

@@ -22,11 +22,13 @@ pub(super) struct ServerWindow {
 
 impl ServerWindow {
     /// The form of a fixed window of whole ms and a limit below 2^49;
-    /// `None` for any other policy.
+    /// `None` for any other policy (a calendar window among them: its
+    /// windows are not of one length).
     pub(super) fn of(algorithm: &Algorithm) -> Option<ServerWindow> {
         match algorithm {
             Algorithm::FixedWindow(a)
-                if a.window_micros().is_multiple_of(1000)
+                if a.calendar().is_none()
+                    && a.window_micros().is_multiple_of(1000)
                     && a.limit() < SERVER_WINDOW_MAX_LIMIT =>
             {
                 Some(ServerWindow {

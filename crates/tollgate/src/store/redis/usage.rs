@@ -46,7 +46,12 @@ impl RedisStore {
                 let algorithm = policy.algorithm();
                 let [time, deadline] = self.time_args()?;
                 let mut numbers = vec![time, deadline, usage_op(op) as f64];
-                numbers.extend(algorithm::params(algorithm, cost, 0));
+                numbers.extend(algorithm::params(
+                    algorithm,
+                    cost,
+                    0,
+                    self.calendar_time(time),
+                ));
                 if let Algorithm::LeakyBucket(_) = algorithm {
                     // tat_usage.lua's `shaper` (see scripts.rs).
                     numbers.push(1.0);

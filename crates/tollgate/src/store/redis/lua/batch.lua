@@ -95,7 +95,7 @@ local function decide(i, now, peek, dry)
       a[3] = 0
     end
     if alg == 'fw' then
-      return {fixed_window(key, now, a[1], a[2], a[3], nil, dry)}
+      return {fixed_window(key, now, a[1], a[2], a[3], nil, dry, a[4], a[5], a[6])}
     elseif alg == 'sw' then
       return {sliding_window(key, now, a[1], a[2], a[3], dry)}
     end

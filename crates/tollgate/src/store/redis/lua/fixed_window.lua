@@ -7,7 +7,12 @@
 --          (one packed double) -> the count admitted in it (for an instant
 --          inside a call, the previous window's field too; see Writes)
 -- ARGV[1]  time, deadline (see prologue.lua), limit, window (µs),
---          cost (0 peeks)
+--          cost (0 peeks); for a calendar window (day, week, month, year
+--          in a time zone, whose windows are not of one length) window is
+--          0 and three numbers follow, computed in Rust: s0, e0, e1, the
+--          bounds of the window [s0, e0) and of the next [e0, e1) around
+--          the caller's estimate of now; the script takes the one its now
+--          falls in, and a window is named by its first instant in µs
 -- ARGV[2]  the cost again, as decimal text (HINCRBY takes it as it is)
 -- Reply    allowed, remaining, reset_after, retry_after, 0
 -- Rule     a request counts in window max(k_now, k_stored), so a late
@@ -20,6 +25,10 @@
 --          stored window takes the request instead. A denial undoes its
 --          HINCRBY. Peeks and the batch's dry run read with HGETALL and
 --          write nothing.
+-- Ends     window k ends at (k + 1)·window, or for a calendar window at
+--          k + span (a later stored window, from a caller whose clock is
+--          ahead, is taken to have the same length: a near enough bound
+--          for its expiry and its reset).
 -- Expiry   the state is fresh at the window's end, but the TTL runs on the
 --          server's clock: in client time a caller whose clock is behind
 --          is still in the window after it ended on the server's clock
@@ -28,8 +37,16 @@
 --          a late request, which then counts in the latest window as in
 --          memory, instead of finding no key and starting the window over.
 
-local function fixed_window(key, now, limit, window, cost, cost_text, dry)
-  local k = math.floor(now / window)
+local function fixed_window(key, now, limit, window, cost, cost_text, dry, s0, e0, e1)
+  -- k names the window, span is its length (µs).
+  local k, span
+  if window > 0 then
+    k, span = math.floor(now / window), window
+  elseif now < e0 then
+    k, span = s0, e0 - s0
+  else
+    k, span = e0, e1 - e0
+  end
   local field = struct.pack('<d', k)
   local count
   local allowed = true
@@ -50,7 +67,7 @@ local function fixed_window(key, now, limit, window, cost, cost_text, dry)
             redis.call('HDEL', key, fields[i])
           end
         end
-        redis.call('PEXPIRE', key, string.format('%d', math.ceil(((k + 2) * window - now) / 1000)))
+        redis.call('PEXPIRE', key, string.format('%d', math.ceil(((window > 0 and (k + 1) * window or k + span) + span - now) / 1000)))
       else
         redis.call('HDEL', key, field)
         k = latest
@@ -78,7 +95,7 @@ local function fixed_window(key, now, limit, window, cost, cost_text, dry)
       count = count + cost
     end
   end
-  local until_end = (k + 1) * window - now
+  local until_end = (window > 0 and (k + 1) * window or k + span) - now
   local reset = until_end
   if count == 0 then
     reset = 0
