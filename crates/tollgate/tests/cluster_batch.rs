@@ -232,6 +232,11 @@ async fn a_denied_cross_slot_batch_holds_capacity_only_until_its_refund() {
             max_held
         })
     };
+    // The singles start once the batchers are under way.
+    let by = std::time::Instant::now() + Duration::from_secs(10);
+    while store.batch_refunds() < BATCHERS as u64 && std::time::Instant::now() < by {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
     let singles: Vec<_> = (0..SINGLES)
         .map(|_| {
             let (store, policies, singles_admitted) =
@@ -268,7 +273,7 @@ async fn a_denied_cross_slot_batch_holds_capacity_only_until_its_refund() {
     }
     eprintln!(
         "CROSS-SLOT hold: {BATCHERS} denied batchers beside {SINGLES} single callers on a limit of 20: \
-         {during} singles admitted during, {denied_with_room} denied while room remained, \
+         {during} singles admitted during, {denied_with_room} denied before the 20th was counted, \
          at most {max_held} units held at once; {after} admitted after; {} refunds issued",
         store.batch_refunds()
     );
