@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tollgate::store::deferred::DeferredStore;
+use tollgate::store::leasing::LeasingStore;
 use tollgate::store::redis::{RedisStore, RedisStoreBuilder};
 use tollgate::store::resilient::{BreakerState, ResilientStore};
 use tollgate::{MemoryStore, Store};
@@ -114,8 +115,15 @@ pub(crate) async fn build(settings: &StoreSettings) -> Result<Backend, String> {
         // breaker once the connection is made and a write succeeds.
         resilient.trip();
     }
+    // Policies with `lease = "auto"` are answered from leases, the others
+    // pass through; a lease is sized for 20 ms of this instance's traffic.
+    let leasing = LeasingStore::with(
+        Arc::new(resilient.clone()),
+        Duration::from_millis(20),
+        u64::from(settings.expected_instances),
+    );
     Ok(Backend {
-        store: Arc::new(resilient.clone()),
+        store: Arc::new(leasing),
         resilient: Some(resilient),
         settings,
     })

@@ -20,15 +20,16 @@ async fn busy_callers_on_a_cluster_share_pipelines_per_primary() {
         Policy::token_bucket("tb", 7, Duration::from_secs(3600), 5).unwrap(),
         Policy::gcra("gcra", 1, Duration::from_secs(3600), 5).unwrap(),
     ]);
-    for pipelining in [true, false] {
-        let store = Arc::new(
-            RedisStore::builder(cluster.seed_urls())
-                .prefix(if pipelining { "on:" } else { "off:" })
-                .pipelining(pipelining)
-                .connect()
-                .await
-                .unwrap(),
-        );
+    // With a deadline too: window checks are not grouped on a cluster
+    // (a group's keys would span slots).
+    for (pipelining, deadline) in [(true, None), (true, Some(10)), (false, None)] {
+        let mut builder = RedisStore::builder(cluster.seed_urls())
+            .prefix(format!("{pipelining}-{deadline:?}:"))
+            .pipelining(pipelining);
+        if let Some(seconds) = deadline {
+            builder = builder.deadline(Duration::from_secs(seconds));
+        }
+        let store = Arc::new(builder.connect().await.unwrap());
         // Keys over every primary: 256 callers, each on its own key, the
         // first five checks admitted and the next three denied.
         let tasks = 256;

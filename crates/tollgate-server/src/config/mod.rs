@@ -235,6 +235,28 @@ lease = "30s"
     }
 
     #[test]
+    fn a_window_opts_in_to_leases_and_other_values_are_named() {
+        let window = |algorithm: &str, lease: &str| {
+            format!(
+                "[[policy]]\nname = \"a\"\nalgorithm = \"{algorithm}\"\nlimit = 10\nwindow = \"1s\"\nlease = \"{lease}\"\n"
+            )
+        };
+        for algorithm in ["fixed_window", "sliding_window"] {
+            let set = parse("l.toml", &window(algorithm, "auto"))
+                .unwrap()
+                .policies;
+            assert!(set.get("a").unwrap().leased());
+            let set = parse("l.toml", &window(algorithm, "off")).unwrap().policies;
+            assert!(!set.get("a").unwrap().leased());
+            let e = parse("l.toml", &window(algorithm, "sometimes")).unwrap_err();
+            assert_eq!(e[0].line, 6, "{}", e[0]);
+            assert!(e[0].to_string().contains("lease"), "{}", e[0]);
+        }
+        let e = parse("l.toml", &window("sliding_log", "auto")).unwrap_err();
+        assert!(e[0].to_string().contains("lease"), "{}", e[0]);
+    }
+
+    #[test]
     fn every_error_has_its_line_and_field() {
         let errors = parse(
             "bad.toml",

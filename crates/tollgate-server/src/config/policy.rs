@@ -34,12 +34,14 @@ pub(super) fn build(raw: &RawPolicy) -> Result<Policy, FieldError> {
     let algorithm = raw.algorithm.get_ref().as_str();
     let (allowed, policy): (&[&str], _) = match algorithm {
         "fixed_window" => (
-            &["limit", "window"],
-            Policy::fixed_window(name, count(raw, "limit")?, duration(raw, "window")?),
+            &["limit", "window", "lease"],
+            Policy::fixed_window(name, count(raw, "limit")?, duration(raw, "window")?)
+                .and_then(|p| p.with_lease(leased(raw)?)),
         ),
         "sliding_window" => (
-            &["limit", "window"],
-            Policy::sliding_window(name, count(raw, "limit")?, duration(raw, "window")?),
+            &["limit", "window", "lease"],
+            Policy::sliding_window(name, count(raw, "limit")?, duration(raw, "window")?)
+                .and_then(|p| p.with_lease(leased(raw)?)),
         ),
         "sliding_log" => (
             &["limit", "window"],
@@ -177,6 +179,19 @@ fn count(raw: &RawPolicy, field: &'static str) -> Result<u64, FieldError> {
                 ),
             )
         })
+}
+
+/// A window's `lease`: "auto" answers it from leases (see
+/// `tollgate::store::leasing`), "off" or no field does not.
+fn leased(raw: &RawPolicy) -> Result<bool, tollgate::Error> {
+    match raw.lease.as_ref().map(|l| l.get_ref().as_str()) {
+        None | Some("off") => Ok(false),
+        Some("auto") => Ok(true),
+        Some(other) => Err(tollgate::Error::InvalidPolicy {
+            field: "lease",
+            reason: format!("a window's `lease` is \"auto\" or \"off\", got {other:?}"),
+        }),
+    }
 }
 
 fn duration(raw: &RawPolicy, field: &'static str) -> Result<std::time::Duration, FieldError> {

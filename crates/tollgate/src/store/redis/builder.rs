@@ -215,9 +215,10 @@ impl RedisStoreBuilder {
                     .await
                     .map_err(|e| store_error(&e))?;
                 let nodes = if self.pipelining {
-                    let nodes = NodePipelines::connect(cluster.clone())
-                        .await
-                        .map_err(|e| store_error(&e))?;
+                    let nodes =
+                        NodePipelines::connect(cluster.clone(), &urls[0], self.manager_config())
+                            .await
+                            .map_err(|e| store_error(&e))?;
                     Some(Arc::new(nodes))
                 } else {
                     None

@@ -95,6 +95,9 @@ impl Sink {
 /// cluster node.
 pub(crate) struct Coalescer {
     sink: Sink,
+    /// Whether window checks may leave as groups: on a standalone server,
+    /// not on a cluster node (a group's keys are in many slots).
+    groups: bool,
     /// The SHA1 of `lua/fixed_window_server_group.lua` as loaded.
     group_sha: String,
     queue: Mutex<Queue>,
@@ -161,13 +164,19 @@ impl Item {
 }
 
 impl Coalescer {
+    /// The queue of a standalone server.
     pub(crate) fn new(conn: ConnectionManager) -> Coalescer {
-        Coalescer::to(Sink::Server(conn))
+        Coalescer {
+            groups: true,
+            ..Coalescer::to(Sink::Server(conn))
+        }
     }
 
+    /// The queue of one cluster primary.
     pub(crate) fn to(sink: Sink) -> Coalescer {
         Coalescer {
             sink,
+            groups: false,
             group_sha: redis::Script::new(super::scripts::FIXED_WINDOW_SERVER_GROUP)
                 .get_hash()
                 .to_string(),
@@ -202,8 +211,7 @@ impl Coalescer {
         self: &Arc<Self>,
         check: WindowCheck,
     ) -> Option<RedisResult<Value>> {
-        // A group's keys are in many slots: standalone only.
-        if !matches!(self.sink, Sink::Server(_)) {
+        if !self.groups {
             return None;
         }
         let runtime = self.busy()?;

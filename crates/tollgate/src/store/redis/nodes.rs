@@ -3,9 +3,11 @@
 //! as `coalesce.rs` does on a standalone server.
 //!
 //! redis-rs's cluster connection sends each command alone, and a pipeline
-//! only within one slot; but it can send a pipeline to a node by address.
-//! So this keeps the slot map (`CLUSTER SLOTS`, read at connect and again
-//! after a redirect) and one [`Coalescer`] per primary. A command that a
+//! only within one slot. So this keeps the slot map (`CLUSTER SLOTS`, read
+//! at connect and again after a redirect) and one [`Coalescer`] per
+//! primary, on a connection of its own to that primary (made as the seed
+//! URL says, its address replaced) as a standalone server's, or, for TLS
+//! seeds, through the cluster connection to the node's address. A command that a
 //! node answers with a redirect, or that a node's pipeline loses (the node
 //! down, a failover), is sent again alone through the cluster connection,
 //! which follows redirects and retries as it always did, and the map is
@@ -14,8 +16,11 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, RedisResult, RetryMethod, Value};
+use redis::{
+    Cmd, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisResult, RetryMethod, Value,
+};
 
 use super::Pipelined;
 use super::coalesce::{Coalescer, Sink};
@@ -30,6 +35,9 @@ struct SlotMap {
 /// Busy calls grouped per primary.
 pub(crate) struct NodePipelines {
     cluster: ClusterConnection,
+    /// How to reach a primary on a connection of its own (the seed's
+    /// settings), `None` to go through the cluster connection.
+    direct: Option<(ConnectionInfo, ConnectionManagerConfig)>,
     map: RwLock<Arc<SlotMap>>,
     /// Whether a refresh of the map is under way.
     refreshing: AtomicBool,
@@ -40,10 +48,19 @@ pub(crate) struct NodePipelines {
 const SLOTS: usize = 16384;
 
 impl NodePipelines {
-    pub(crate) async fn connect(cluster: ClusterConnection) -> RedisResult<NodePipelines> {
-        let map = read_map(&cluster).await?;
+    /// The queues of `cluster`'s primaries, reached as `seed` (a URL of
+    /// the cluster) says.
+    pub(crate) async fn connect(
+        cluster: ClusterConnection,
+        seed: &str,
+        config: ConnectionManagerConfig,
+    ) -> RedisResult<NodePipelines> {
+        let seed = seed.into_connection_info()?;
+        let direct = matches!(seed.addr(), ConnectionAddr::Tcp(..)).then_some((seed, config));
+        let map = read_map(&cluster, direct.as_ref()).await?;
         Ok(NodePipelines {
             cluster,
+            direct,
             map: RwLock::new(Arc::new(map)),
             refreshing: AtomicBool::new(false),
             retired: std::sync::Mutex::new(Pipelined::default()),
@@ -94,7 +111,7 @@ impl NodePipelines {
         runtime.spawn(async move {
             // Let the cluster settle a moment: a redirect comes in bursts.
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-            if let Ok(map) = read_map(&this.cluster).await {
+            if let Ok(map) = read_map(&this.cluster, this.direct.as_ref()).await {
                 let old = std::mem::replace(
                     &mut *this.map.write().unwrap_or_else(|e| e.into_inner()),
                     Arc::new(map),
@@ -113,7 +130,10 @@ impl NodePipelines {
 
 /// The slot map from `CLUSTER SLOTS`: per range, the start, the end and
 /// the primary's host and port first.
-async fn read_map(cluster: &ClusterConnection) -> RedisResult<SlotMap> {
+async fn read_map(
+    cluster: &ClusterConnection,
+    direct: Option<&(ConnectionInfo, ConnectionManagerConfig)>,
+) -> RedisResult<SlotMap> {
     let reply: Vec<Value> = redis::cmd("CLUSTER")
         .arg("SLOTS")
         .query_async(&mut cluster.clone())
@@ -150,16 +170,22 @@ async fn read_map(cluster: &ClusterConnection) -> RedisResult<SlotMap> {
     if owner.contains(&u16::MAX) {
         return Err(bad_map("slots that no primary holds"));
     }
-    let nodes = addrs
-        .into_iter()
-        .map(|(host, port)| {
-            Arc::new(Coalescer::to(Sink::Node {
+    let mut nodes = Vec::with_capacity(addrs.len());
+    for (host, port) in addrs {
+        let sink = match direct {
+            Some((seed, config)) => {
+                let info = seed.clone().set_addr(ConnectionAddr::Tcp(host, port));
+                let client = redis::Client::open(info)?;
+                Sink::Server(ConnectionManager::new_with_config(client, config.clone()).await?)
+            }
+            None => Sink::Node {
                 cluster: cluster.clone(),
                 host,
                 port,
-            }))
-        })
-        .collect();
+            },
+        };
+        nodes.push(Arc::new(Coalescer::to(sink)));
+    }
     Ok(SlotMap { owner, nodes })
 }
 
