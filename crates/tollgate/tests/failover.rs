@@ -207,9 +207,12 @@ fn failover_under_load(fault: Fault) {
         };
         let (by_store, by_fallback) = (admitted(Source::Store), admitted(Source::Fallback));
         // Redis: the token bucket's bound over the run, plus one burst
-        // across the switch. The fallback: its local share (here the whole
-        // limit, one instance) over the time it decided.
-        let store_bound = BURST + RATE * run.as_millis() as u64 / 1000 + BURST;
+        // across the switch, plus one token for each of the two primaries'
+        // histories (the bucket's server-clock form decides at the ms a
+        // request arrives in, which can lend it up to one token). The
+        // fallback: its local share (here the whole limit, one instance)
+        // over the time it decided.
+        let store_bound = BURST + RATE * run.as_millis() as u64 / 1000 + BURST + 2;
         let span = match (first, last) {
             (Some(a), Some(b)) => b - a + Duration::from_millis(1),
             _ => Duration::ZERO,
