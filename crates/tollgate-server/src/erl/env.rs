@@ -9,7 +9,8 @@
 //! `SHADOW_MODE`, `QUOTA_MODE`, `LIMIT_RESPONSE_HEADERS_ENABLED`,
 //! `LIMIT_LIMIT_HEADER`, `LIMIT_REMAINING_HEADER`, `LIMIT_RESET_HEADER`,
 //! `EXPIRATION_JITTER_MAX_SECONDS`, `NEAR_LIMIT_RATIO`, `BACKEND_TYPE`
-//! (redis).
+//! (redis). `CONFIG_TYPE` and the xDS source's variables are read by
+//! `xds::read`.
 //!
 //! Refused (the service does not start) when set to what would change
 //! behaviour tollgate does not have: see [`REFUSED`]. Everything else ERL
@@ -54,11 +55,6 @@ pub(crate) const REFUSED: &[Refused] = &[
         "RESPONSE_DYNAMIC_METADATA",
         is_true,
         "dynamic metadata is not returned",
-    ),
-    (
-        "CONFIG_TYPE",
-        |v| !v.eq_ignore_ascii_case("FILE"),
-        "only file configs are supported",
     ),
     (
         "GRPC_SERVER_USE_TLS",

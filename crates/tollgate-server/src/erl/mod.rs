@@ -6,7 +6,8 @@
 //! `keys` and `decode` (ERL's two passes over a file), `config` (the
 //! checked descriptor trees), `files` (one file or a directory),
 //! `matcher` (a request descriptor's rule), `window` (units and
-//! epoch-aligned windows), `error`.
+//! epoch-aligned windows), `error`, `xds` (the config pushed by an xDS
+//! server instead of files).
 
 mod config;
 mod counter;
@@ -26,6 +27,7 @@ mod service;
 mod state;
 mod stats;
 mod window;
+mod xds;
 mod yaml;
 
 #[cfg(test)]

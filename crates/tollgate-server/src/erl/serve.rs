@@ -2,7 +2,9 @@
 //! mode. ERL's environment is read first (a variable tollgate cannot
 //! honour stops it); a config that fails validation at start stops it
 //! (exit 2); a change to the files, or SIGHUP, reloads, and a bad new
-//! config keeps the running one and logs why.
+//! config keeps the running one and logs why. With
+//! `CONFIG_TYPE=GRPC_XDS_SOTW` the config comes from an xDS server instead
+//! (see `xds`).
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -41,18 +43,37 @@ impl Source {
     }
 }
 
+/// Where the config comes from: files (reloaded on change) or an xDS
+/// server (`CONFIG_TYPE=GRPC_XDS_SOTW`, followed for ever).
+enum Origin {
+    Files(Source, Fingerprint),
+    Xds(super::xds::XdsSettings),
+}
+
 /// Runs ERL mode until SIGTERM or SIGINT: exit 0; 2 for a bad config or
 /// environment; 1 when it cannot start.
 pub(crate) fn run(flags: Flags) -> i32 {
-    let env = match env::read(std::env::vars()) {
-        Ok(env) => env,
-        Err(errors) => {
+    let vars: std::collections::HashMap<String, String> = std::env::vars().collect();
+    let (env, xds) = match (env::read(vars.clone()), super::xds::read(&vars)) {
+        (Ok(env), Ok(xds)) => (env, xds),
+        (a, b) => {
+            let errors = a.err().into_iter().chain(b.err()).flatten();
             for e in errors {
                 eprintln!("error: {e}");
             }
             return 2;
         }
     };
+    if let Some(xds) = xds {
+        if flags.envoy_config.is_some() {
+            eprintln!(
+                "error: CONFIG_TYPE=GRPC_XDS_SOTW and --envoy-config both give the config; keep one"
+            );
+            return 2;
+        }
+        // Until the server's first push, no domain has a config.
+        return start(flags, env, Origin::Xds(xds), super::ErlConfig::default());
+    }
     let Some(path) = flags
         .envoy_config
         .clone()
@@ -76,6 +97,10 @@ pub(crate) fn run(flags: Flags) -> i32 {
             return 2;
         }
     };
+    start(flags, env, Origin::Files(source, seen), config)
+}
+
+fn start(flags: Flags, env: ErlEnv, origin: Origin, config: super::ErlConfig) -> i32 {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -86,16 +111,10 @@ pub(crate) fn run(flags: Flags) -> i32 {
             return 1;
         }
     };
-    runtime.block_on(serve(flags, env, source, seen, config))
+    runtime.block_on(serve(flags, env, origin, config))
 }
 
-async fn serve(
-    flags: Flags,
-    env: ErlEnv,
-    source: Source,
-    seen: Fingerprint,
-    config: super::ErlConfig,
-) -> i32 {
+async fn serve(flags: Flags, env: ErlEnv, origin: Origin, config: super::ErlConfig) -> i32 {
     let metrics = PrometheusBuilder::new().install_recorder().ok();
     let urls = if flags.redis.is_empty() {
         env.redis_urls.clone()
@@ -147,12 +166,19 @@ async fn serve(
         grpc.local_addr().map_or(grpc_addr, |a| a)
     );
     let _ = writeln!(out, "store: {store}");
-    let _ = writeln!(
-        out,
-        "ERL mode: {} ({} domains)",
-        source.path.display(),
-        config.domains().len()
-    );
+    let _ = match &origin {
+        Origin::Files(source, _) => writeln!(
+            out,
+            "ERL mode: {} ({} domains)",
+            source.path.display(),
+            config.domains().len()
+        ),
+        Origin::Xds(xds) => writeln!(
+            out,
+            "ERL mode: xDS from {} (node {})",
+            xds.server, xds.node_id
+        ),
+    };
     let _ = out.flush();
     drop(out);
 
@@ -170,7 +196,10 @@ async fn serve(
             }
         });
     }
-    tokio::spawn(reload_on_change(state.clone(), source, seen));
+    match origin {
+        Origin::Files(source, seen) => tokio::spawn(reload_on_change(state.clone(), source, seen)),
+        Origin::Xds(xds) => tokio::spawn(super::xds::run(state.clone(), xds)),
+    };
     let (stop, stopping) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         crate::serve::shutdown().await;
