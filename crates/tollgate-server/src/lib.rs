@@ -13,6 +13,7 @@ mod erl;
 mod error;
 mod grpc;
 mod http;
+mod palette;
 mod serve;
 mod simulate;
 mod state;

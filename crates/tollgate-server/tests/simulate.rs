@@ -2,25 +2,16 @@
 //! CSV, bad input (exit 2, a message naming file, line and field), and
 //! `--redis` on a standalone server and a cluster that the test starts.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
+
+use common::{simulate, stdout};
+
+use std::path::PathBuf;
+use std::process::Output;
 use std::time::Duration;
 
 use tollgate::{ManualClock, MemoryStore, Policy};
 use tollgate_testkit::{RedisCluster, RedisServer};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn simulate(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tollgate"))
-        .arg("simulate")
-        .args(args)
-        .current_dir(repo())
-        .output()
-        .expect("run tollgate")
-}
 
 fn example(extra: &[&str]) -> Output {
     let mut args = vec![
@@ -31,16 +22,6 @@ fn example(extra: &[&str]) -> Output {
     ];
     args.extend_from_slice(extra);
     simulate(&args)
-}
-
-fn stdout(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "exit {:?}: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout.clone()).unwrap()
 }
 
 #[test]

@@ -1,0 +1,33 @@
+//! What the `tollgate simulate` tests share: running the binary from the
+//! repository's root, and reading its output.
+
+#![allow(dead_code)] // each test file uses its own part
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The repository's root, where `examples/` is.
+pub(crate) fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Runs `tollgate simulate ARGS` from the repository's root.
+pub(crate) fn simulate(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .arg("simulate")
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .expect("run tollgate")
+}
+
+/// The standard output of a run that must have succeeded.
+pub(crate) fn stdout(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
