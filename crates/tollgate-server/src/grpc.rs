@@ -56,8 +56,8 @@ const DAY: u64 = 86_400;
 /// window (or `per`) is a whole second, minute, hour, day, week, month (30
 /// days) or year (365 days).
 fn current_limit(policy: &Policy) -> RateLimit {
-    let unit = match policy.window().as_secs() {
-        _ if policy.window().subsec_nanos() != 0 => Unit::Unknown,
+    let unit = match policy.time_span().as_secs() {
+        _ if policy.time_span().subsec_nanos() != 0 => Unit::Unknown,
         1 => Unit::Second,
         60 => Unit::Minute,
         3600 => Unit::Hour,

@@ -53,7 +53,7 @@ fn policy_item(out: &mut String, policy: &Policy) {
     if is_concurrency(policy) {
         out.push_str(";qu=\"concurrent-requests\"");
     } else {
-        let _ = write!(out, ";w={}", ceil_secs(policy.window()).max(1));
+        let _ = write!(out, ";w={}", ceil_secs(policy.time_span()).max(1));
     }
 }
 

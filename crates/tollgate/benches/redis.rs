@@ -250,7 +250,7 @@ fn policies() -> Vec<Policy> {
         Policy::sliding_window("sw", 1 << 30, second).unwrap(),
         Policy::sliding_log("sl", 100, second).unwrap(),
         // An interval of 1 ms, and room for 1000 s of traffic: the buckets'
-        // form whose key expires at its TAT (bucket_server.lua), which never
+        // form whose key expires at its TAT (bucket_expiry.lua), which never
         // denies here (each of the keys gets far fewer than 1000 calls a
         // second).
         Policy::token_bucket("tb", 1000, second, 1_000_000).unwrap(),

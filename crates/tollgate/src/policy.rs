@@ -243,9 +243,18 @@ impl Policy {
         self.algorithm.limit().0
     }
 
-    /// The time span the quota is counted over: the window, `per`, or the
-    /// lease (what the `w` of a `RateLimit-Policy` header shows).
+    /// The old name of [`time_span`](Policy::time_span), which said
+    /// "window" of a `per` and a lease too; kept so that callers still
+    /// build.
+    #[doc(hidden)]
     pub fn window(&self) -> Duration {
+        self.time_span()
+    }
+
+    /// The time span the quota is counted over: a window's length, a
+    /// bucket's `per`, or a concurrency policy's lease (what the `w` of a
+    /// `RateLimit-Policy` header shows).
+    pub fn time_span(&self) -> Duration {
         Duration::from_micros(match &self.algorithm {
             Algorithm::FixedWindow(a) => a.window_micros(),
             Algorithm::SlidingWindow(a) => a.window_micros(),

@@ -87,7 +87,7 @@ type Admission = (u64, u64, Source);
 /// 200 µs); checks the invariants and returns (admissions, batches
 /// taken).
 async fn hammer(stores: Vec<Arc<dyn Store>>, policy: Policy, run: Duration) -> (usize, u64) {
-    let window = policy.window().as_micros() as u64;
+    let window = policy.time_span().as_micros() as u64;
     let limit = policy.limit();
     let counting: Vec<Arc<Counting>> = stores
         .into_iter()

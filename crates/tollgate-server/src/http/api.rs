@@ -228,7 +228,7 @@ pub(super) async fn acquire(
     let mut body = decision_json(policy, &lease.decision);
     if let Some(id) = lease.id {
         body["lease"] = json!(id.to_string());
-        body["expires_in_ms"] = json!(policy.window().as_millis() as u64);
+        body["expires_in_ms"] = json!(policy.time_span().as_millis() as u64);
     }
     Ok(answer(&decided, body))
 }
@@ -271,7 +271,7 @@ pub(super) async fn policies(State(state): State<Arc<AppState>>) -> Response {
                 "name": p.name(),
                 "algorithm": p.algorithm().name(),
                 "limit": p.limit(),
-                "window_ms": p.window().as_millis() as u64,
+                "window_ms": p.time_span().as_millis() as u64,
             })
         })
         .collect();

@@ -38,6 +38,7 @@ pub struct Request<'a> {
 
 /// The answer to a lease request on a concurrency policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Lease {
     /// The decision; `reset_after` is when the last lease held expires.
     pub decision: Decision,

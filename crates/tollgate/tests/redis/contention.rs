@@ -142,7 +142,7 @@ fn contention(deployment: Deployment) {
 
         // Token bucket and GCRA: at most burst + rate·T in every interval T.
         // An interval of 10 ms takes the form whose key expires at the TAT
-        // (bucket_server.lua), on the server's clock in whole ms: a request
+        // (bucket_expiry.lua), on the server's clock in whole ms: a request
         // is decided at the ms it reached the server in, which may begin
         // before it was sent, so intervals count from that ms. One of
         // 10.005 ms takes the buckets' own scripts, which read `TIME` in µs.

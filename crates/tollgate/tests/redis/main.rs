@@ -2,13 +2,14 @@
 //! concern per module: the same decisions as memory on random traffic
 //! (`differential`), bounds under contention (`contention`), script cache
 //! flushes (`script_flush`), pipelines (`pipelining`), the server-clock
-//! forms (`server_window`, `server_bucket`), bad input that never reaches
+//! forms (`server_window`, `bucket_expiry`), bad input that never reaches
 //! Redis (`bad_input`), hash tags that keep a user key's braces from moving
 //! it to another slot (`hash_tags`), client clocks (`client_time`),
 //! usage (`usage`) and calendar windows (`calendar`). Every key written has a TTL.
 #![cfg(feature = "redis")]
 
 mod bad_input;
+mod bucket_expiry;
 mod calendar;
 mod client_time;
 mod contention;
@@ -16,7 +17,6 @@ mod differential;
 mod hash_tags;
 mod pipelining;
 mod script_flush;
-mod server_bucket;
 mod server_window;
 mod usage;
 

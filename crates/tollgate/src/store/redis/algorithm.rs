@@ -2,7 +2,7 @@
 //! that names its state in keys and batches, its script, and the numbers
 //! the script takes. Adding an algorithm touches this file, its script in
 //! `lua/` (with its constant and field in `scripts.rs`) and `batch.lua`;
-//! the server-clock forms (`server_window.rs`, `server_bucket.rs`) take
+//! the server-clock forms (`server_window.rs`, `bucket_expiry.rs`) take
 //! only the algorithms they name.
 
 use super::scripts::{Script, Scripts};

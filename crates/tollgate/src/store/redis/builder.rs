@@ -28,7 +28,7 @@ pub struct RedisStoreBuilder {
     time: TimeSource,
     connect_timeout: Duration,
     deadline: Option<Duration>,
-    bucket_form: bool,
+    bucket_expiry_form: bool,
     pipelining: bool,
     master_name: Option<String>,
     master_auth: MasterAuth,
@@ -63,7 +63,7 @@ impl RedisStoreBuilder {
 
     /// Whether a token bucket, GCRA or leaky bucket on the server's clock
     /// whose interval is whole ms keeps its theoretical arrival time as
-    /// its key's expiry (default `true`; see `lua/bucket_server.lua`):
+    /// its key's expiry (default `true`; see `lua/bucket_expiry.lua`):
     /// less work for the server than the form that reads `TIME` (measured
     /// in `benches/README.md`), at the server clock's ms resolution. `false` keeps that other form,
     /// exact to the µs, under the keys tollgate used for every bucket
@@ -71,7 +71,7 @@ impl RedisStoreBuilder {
     /// (switch it on once no old instance shares the limits; the two forms
     /// keep separate state), or for µs exactness.
     pub fn bucket_expiry_form(mut self, enabled: bool) -> Self {
-        self.bucket_form = enabled;
+        self.bucket_expiry_form = enabled;
         self
     }
 
@@ -158,7 +158,8 @@ impl RedisStoreBuilder {
         } else {
             self.connect_plain().await?
         };
-        let bucket_form = self.bucket_form && has_expire_time(&conn, &self.prefix).await?;
+        let bucket_expiry_form =
+            self.bucket_expiry_form && has_expire_time(&conn, &self.prefix).await?;
         let store = RedisStore {
             inner: Arc::new(Inner {
                 conn,
@@ -173,7 +174,7 @@ impl RedisStoreBuilder {
                 offset_error: AtomicU64::new(0),
                 offset_at: AtomicU64::new(0),
                 offset_master: AtomicU64::new(0),
-                bucket_form,
+                bucket_expiry_form,
                 refunds: AtomicU64::new(0),
             }),
         };
@@ -297,7 +298,7 @@ impl RedisStore {
             time: TimeSource::Server,
             connect_timeout: Duration::from_secs(2),
             deadline: None,
-            bucket_form: true,
+            bucket_expiry_form: true,
             pipelining: true,
             master_name: None,
             master_auth: MasterAuth::default(),

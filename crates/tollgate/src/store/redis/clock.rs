@@ -13,6 +13,7 @@ use crate::{Clock, Error, Result};
 
 /// Where the scripts read the time.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub enum TimeSource {
     /// The server's clock (`TIME` in the script; for a fixed window of
     /// whole ms, and for a token bucket, GCRA or leaky bucket whose

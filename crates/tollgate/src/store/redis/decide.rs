@@ -33,8 +33,8 @@ impl RedisStore {
                 let sha = ServerWindow::script(scripts, &args).sha().to_string();
                 return Ok((sha, redis_key, args));
             }
-            Form::Bucket(b) => {
-                let sha = scripts.bucket_server.sha().to_string();
+            Form::BucketExpiry(b) => {
+                let sha = scripts.bucket_expiry.sha().to_string();
                 return Ok((sha, redis_key, b.args(cost, 0, 0)));
             }
             Form::Script => {}
@@ -63,9 +63,9 @@ impl RedisStore {
     ) -> Result<Decision> {
         let form = self.form(policy);
         let redis_key = self.key_in_form(policy, key, &form);
-        if let Form::Bucket(b) = form {
+        if let Form::BucketExpiry(b) = form {
             let args = b.args(cost, max_wait, self.server_deadline());
-            let script = &self.inner.scripts.bucket_server;
+            let script = &self.inner.scripts.bucket_expiry;
             let reply = self.run_integer(script, &redis_key, &args).await?;
             return b.decision(policy.algorithm(), reply, cost, max_wait);
         }

@@ -3,8 +3,8 @@
 //! the clock's work.
 
 use super::algorithm;
+use super::bucket_expiry::BucketExpiry;
 use super::keys::{SERVER_WINDOW_TAG, decimal, redis_key};
-use super::server_bucket::ServerBucket;
 use super::server_window::ServerWindow;
 use super::{RedisStore, TimeSource};
 use crate::Policy;
@@ -18,7 +18,7 @@ pub(super) enum Form {
     /// A fixed window whose key expires with its window.
     Window(ServerWindow),
     /// A bucket whose key expires at its theoretical arrival time.
-    Bucket(ServerBucket),
+    BucketExpiry(BucketExpiry),
 }
 
 impl Form {
@@ -26,7 +26,7 @@ impl Form {
     pub(super) fn tag(&self, policy: &Policy) -> &'static str {
         match self {
             Form::Window(_) => SERVER_WINDOW_TAG,
-            Form::Bucket(b) => b.tag(),
+            Form::BucketExpiry(b) => b.tag(),
             Form::Script => algorithm::tag(policy.algorithm()),
         }
     }
@@ -36,7 +36,7 @@ impl Form {
     pub(super) fn batch_numbers(&self, policy: &Policy, cost: u64, near: u64) -> Vec<f64> {
         match self {
             Form::Window(w) => w.batch_numbers(cost),
-            Form::Bucket(b) => b.batch_numbers(cost),
+            Form::BucketExpiry(b) => b.batch_numbers(cost),
             Form::Script => algorithm::params(policy.algorithm(), cost, 0, near),
         }
     }
@@ -66,7 +66,7 @@ impl RedisStore {
                 ];
                 redis_key(prefix, policy, key, &suffix)
             }
-            Form::Bucket(_) | Form::Script => {
+            Form::BucketExpiry(_) | Form::Script => {
                 redis_key(prefix, policy, key, &[form.tag(policy).as_bytes()])
             }
         }
@@ -76,7 +76,7 @@ impl RedisStore {
     /// of whole ms and a limit below 2^49 has its server-clock form (see
     /// `lua/fixed_window_server.lua`), and so does a token bucket, GCRA or
     /// leaky bucket whose interval is whole ms, on Redis 7.0 or later (see
-    /// `lua/bucket_server.lua`); everything else its algorithm's script.
+    /// `lua/bucket_expiry.lua`); everything else its algorithm's script.
     pub(super) fn form(&self, policy: &Policy) -> Form {
         if !matches!(self.inner.time, TimeSource::Server) {
             return Form::Script;
@@ -85,9 +85,9 @@ impl RedisStore {
         if let Some(w) = ServerWindow::of(algorithm) {
             return Form::Window(w);
         }
-        if !self.inner.bucket_form {
+        if !self.inner.bucket_expiry_form {
             return Form::Script;
         }
-        ServerBucket::of(algorithm).map_or(Form::Script, Form::Bucket)
+        BucketExpiry::of(algorithm).map_or(Form::Script, Form::BucketExpiry)
     }
 }

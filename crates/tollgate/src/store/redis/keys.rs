@@ -20,7 +20,7 @@
 //! name when it starts a window, so a changed window or limit starts over.
 //! So do a token bucket, GCRA and leaky bucket on the server's clock whose
 //! interval is whole milliseconds (on Redis 7.0 and later): an empty key
-//! whose expiry is the theoretical arrival time (`lua/bucket_server.lua`),
+//! whose expiry is the theoretical arrival time (`lua/bucket_expiry.lua`),
 //! under the suffixes `tbs`, `gcras` and `lbs`.
 //!
 //! A policy in a group ([`Policy::with_group`]) keys its state by the group

@@ -5,7 +5,7 @@
 // deadlines), `form.rs` (how a policy's state is kept: its algorithm's
 // script or a server-clock form), `algorithm.rs` (each algorithm as its
 // script takes it: key tag, script, numbers; adding an algorithm touches
-// it and its Lua), `server_window.rs` / `server_bucket.rs` (the two
+// it and its Lua), `server_window.rs` / `bucket_expiry.rs` (the two
 // server-clock forms), `pack.rs` (numbers to and from the scripts),
 // `reply.rs` (running a script and reading its reply), `decide.rs` (one
 // decision), `lease.rs`, `batch.rs` (atomic batches), `cross_slot.rs`
@@ -16,6 +16,7 @@
 
 mod algorithm;
 mod batch;
+mod bucket_expiry;
 mod builder;
 mod clock;
 mod coalesce;
@@ -31,7 +32,6 @@ mod pack;
 mod reply;
 mod scripts;
 mod sentinel;
-mod server_bucket;
 mod server_window;
 mod store;
 mod usage;
@@ -86,13 +86,14 @@ struct Inner {
     /// Whether buckets take their server-clock form: asked for (the
     /// default), and the server has `PEXPIRETIME` (Redis 7.0), probed at
     /// connect.
-    bucket_form: bool,
+    bucket_expiry_form: bool,
     /// Refunds made by denied atomic batches across cluster slots.
     refunds: AtomicU64,
 }
 
 /// What a store's pipelining has sent (see [`RedisStore::pipelined`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct Pipelined {
     /// Pipelines sent.
     pub pipelines: u64,

@@ -37,17 +37,17 @@ macro_rules! fixed_window_server {
 
 /// The buckets' server-clock body after the line that names its key and
 /// its two numbers (see the script's contract).
-macro_rules! bucket_server {
+macro_rules! bucket_expiry {
     () => {
         concat!(
             "local key, need, room = KEYS[1], ARGV[1], ARGV[2]\n",
-            include_str!("lua/bucket_server.lua")
+            include_str!("lua/bucket_expiry.lua")
         )
     };
 }
 
 /// A file of `lua/`; `fixed_window_server_fn.lua` and
-/// `bucket_server_fn.lua` are those scripts' bodies wrapped in a function
+/// `bucket_expiry_fn.lua` are those scripts' bodies wrapped in a function
 /// of its own KEYS and ARGV, for the batch.
 macro_rules! lua {
     ("fixed_window_server_fn.lua") => {
@@ -57,10 +57,10 @@ macro_rules! lua {
             "end\n"
         )
     };
-    ("bucket_server_fn.lua") => {
+    ("bucket_expiry_fn.lua") => {
         concat!(
-            "local function bucket_server(KEYS, ARGV)\n",
-            bucket_server!(),
+            "local function bucket_expiry(KEYS, ARGV)\n",
+            bucket_expiry!(),
             "end\n"
         )
     };
@@ -165,9 +165,9 @@ pub(crate) const TOKEN_BUCKET_USAGE: &str = usage_script!("usage_ops.lua", "toke
 // their backlog.
 pub(crate) const TAT_USAGE: &str =
     usage_script!("usage_ops.lua", "tat_usage.lua"; "tat_usage", "a1, a2, a3, a4, a5");
-pub(crate) const BUCKET_SERVER_USAGE: &str = concat!(
+pub(crate) const BUCKET_EXPIRY_USAGE: &str = concat!(
     include_str!("lua/prologue.lua"),
-    include_str!("lua/bucket_server_usage.lua")
+    include_str!("lua/bucket_expiry_usage.lua")
 );
 pub(crate) const FIXED_WINDOW_SERVER_USAGE: &str = concat!(
     include_str!("lua/prologue.lua"),
@@ -206,7 +206,7 @@ pub(crate) const FIXED_WINDOW_SERVER_GROUP: &str = concat!(
 );
 // The token bucket, GCRA and the leaky bucket on the server's clock, with
 // an interval of whole ms: one body for the three, no clock read.
-pub(crate) const BUCKET_SERVER: &str = concat!(include_str!("lua/prologue.lua"), bucket_server!());
+pub(crate) const BUCKET_EXPIRY: &str = concat!(include_str!("lua/prologue.lua"), bucket_expiry!());
 pub(crate) const SLIDING_WINDOW: &str =
     script!("sliding_window.lua"; entry!("sliding_window", "ddddd", "5", "a1, a2, a3"));
 pub(crate) const SLIDING_LOG: &str =
@@ -220,7 +220,7 @@ pub(crate) const LEAKY_BUCKET: &str =
 pub(crate) const CONCURRENCY: &str = script!("decimal.lua", "concurrency.lua";
     entry!("concurrency", "dddd", "4", "a1, a2, ARGV[#ARGV - 1], ARGV[#ARGV]"));
 pub(crate) const BATCH: &str = script!("decimal.lua", "fixed_window.lua", "fixed_window_server_fn.lua",
-"bucket_server_fn.lua", "sliding_window.lua",
+"bucket_expiry_fn.lua", "sliding_window.lua",
 "sliding_log.lua", "token_bucket.lua", "gcra.lua", "leaky_bucket.lua", "batch.lua";
 concat!(
     "\nlocal time, deadline = struct.unpack('<dd', ARGV[1])\n",
@@ -368,7 +368,7 @@ pub(crate) struct Scripts {
     /// Many window checks with a deadline in one call.
     pub(crate) fixed_window_server_group: Script,
     /// The token bucket, GCRA and the leaky bucket on the server's clock.
-    pub(crate) bucket_server: Script,
+    pub(crate) bucket_expiry: Script,
     pub(crate) sliding_window: Script,
     pub(crate) sliding_log: Script,
     pub(crate) token_bucket: Script,
@@ -383,7 +383,7 @@ pub(crate) struct Scripts {
     pub(crate) token_bucket_usage: Script,
     /// GCRA's and the leaky bucket's.
     pub(crate) tat_usage: Script,
-    pub(crate) bucket_server_usage: Script,
+    pub(crate) bucket_expiry_usage: Script,
     pub(crate) fixed_window_server_usage: Script,
 }
 
@@ -401,7 +401,7 @@ impl Scripts {
                 "fixed_window_server_group",
                 FIXED_WINDOW_SERVER_GROUP,
             ),
-            bucket_server: Script::new("bucket_server", BUCKET_SERVER),
+            bucket_expiry: Script::new("bucket_expiry", BUCKET_EXPIRY),
             sliding_window: Script::new("sliding_window", SLIDING_WINDOW),
             sliding_log: Script::new("sliding_log", SLIDING_LOG),
             token_bucket: Script::new("token_bucket", TOKEN_BUCKET),
@@ -414,7 +414,7 @@ impl Scripts {
             sliding_log_usage: Script::new("sliding_log_usage", SLIDING_LOG_USAGE),
             token_bucket_usage: Script::new("token_bucket_usage", TOKEN_BUCKET_USAGE),
             tat_usage: Script::new("tat_usage", TAT_USAGE),
-            bucket_server_usage: Script::new("bucket_server_usage", BUCKET_SERVER_USAGE),
+            bucket_expiry_usage: Script::new("bucket_expiry_usage", BUCKET_EXPIRY_USAGE),
             fixed_window_server_usage: Script::new(
                 "fixed_window_server_usage",
                 FIXED_WINDOW_SERVER_USAGE,
@@ -429,7 +429,7 @@ impl Scripts {
             &self.fixed_window_server,
             &self.fixed_window_server_one,
             &self.fixed_window_server_group,
-            &self.bucket_server,
+            &self.bucket_expiry,
             &self.sliding_window,
             &self.sliding_log,
             &self.token_bucket,
@@ -442,7 +442,7 @@ impl Scripts {
             &self.sliding_log_usage,
             &self.token_bucket_usage,
             &self.tat_usage,
-            &self.bucket_server_usage,
+            &self.bucket_expiry_usage,
             &self.fixed_window_server_usage,
         ]
     }

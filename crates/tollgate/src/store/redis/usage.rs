@@ -4,11 +4,11 @@
 
 use super::RedisStore;
 use super::algorithm;
+use super::bucket_expiry::usage_op;
 use super::form::Form;
 use super::pack::{Arg, pack};
 use super::reply::decision;
 use super::scripts::{Script, Scripts};
-use super::server_bucket::usage_op;
 use crate::algorithm::{Algorithm, Usage};
 use crate::{Decision, Policy, Result};
 
@@ -25,9 +25,9 @@ impl RedisStore {
         let redis_key = self.key_in_form(policy, key, &form);
         let scripts = &self.inner.scripts;
         match form {
-            Form::Bucket(b) => {
+            Form::BucketExpiry(b) => {
                 let args = b.usage_args(op, cost, self.server_deadline());
-                let script = &scripts.bucket_server_usage;
+                let script = &scripts.bucket_expiry_usage;
                 let reply = self.run_integer(script, &redis_key, &args).await?;
                 b.usage_decision(policy.algorithm(), reply, op, cost)
             }

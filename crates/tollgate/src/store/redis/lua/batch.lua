@@ -8,7 +8,7 @@
 --          packed: as in its own script after the deadline (tb and gcra
 --          with max_wait 0); for "fws" (fixed_window_server.lua, whose key
 --          names its window and limit) limit, window in ms, cost; for
---          "tbs", "gcras" and "lbs" (bucket_server.lua) interval and
+--          "tbs", "gcras" and "lbs" (bucket_expiry.lua) interval and
 --          capacity in ms, cost
 -- Reply    five doubles per request, as the algorithms reply, in one
 --          string; or the single double -1 when the deadline passed
@@ -70,7 +70,7 @@ local function decide(i, now, peek, dry)
     if dry then
       args[4] = 'dry'
     end
-    local b = bucket_server({key}, args)
+    local b = bucket_expiry({key}, args)
     local allowed = b >= 0
     local debt = b + need
     if not allowed then

@@ -1,8 +1,8 @@
--- bucket_server_usage.lua: charge, refund and check_at_most on the state
--- of bucket_server.lua (the token bucket, GCRA and the leaky bucket on the
+-- bucket_expiry_usage.lua: charge, refund and check_at_most on the state
+-- of bucket_expiry.lua (the token bucket, GCRA and the leaky bucket on the
 -- server's clock, their TAT the key's expiry).
 --
--- KEYS[1]  the state, as bucket_server.lua keeps it
+-- KEYS[1]  the state, as bucket_expiry.lua keeps it
 -- ARGV     as text: [1] the operation (1 charge, 2 refund, 3
 --          check_at_most); [2] the cost (check_at_most's max_cost); [3]
 --          the interval (per / rate) in ms; [4] the capacity (burst or
@@ -12,12 +12,12 @@
 -- Reply    one integer: the backlog b in ms before the operation; false
 --          (nil) when the deadline passed. The caller rebuilds the whole
 --          decision, and what check_at_most granted, with the algorithm's
---          own Rust code on a state b ahead, as bucket_server.lua's does.
+--          own Rust code on a state b ahead, as bucket_expiry.lua's does.
 -- Rule     on the backlog b: a charge adds cost·interval (up to [5])
 --          whatever the capacity; a refund takes it off, down to 0;
 --          check_at_most adds g·interval, g = min(cost, what fits).
 -- Writes   only when the backlog changes: PEXPIREAT from PEXPIRETIME (the
---          absolute expiry, as bucket_server.lua moves it), SET '' PX for
+--          absolute expiry, as bucket_expiry.lua moves it), SET '' PX for
 --          a key without backlog, DEL for a backlog back to 0. The key
 --          expires exactly when its debt is repaid.
 

@@ -1,4 +1,4 @@
--- bucket_server.lua: the token bucket, GCRA and the leaky bucket on the
+-- bucket_expiry.lua: the token bucket, GCRA and the leaky bucket on the
 -- server's clock, for rates whose interval (per / rate) is a whole number
 -- of ms: the key's expiry is the theoretical arrival time (TAT; for the
 -- leaky bucket, the virtual finish time), so the hot path reads no clock

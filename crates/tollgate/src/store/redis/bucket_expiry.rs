@@ -1,5 +1,5 @@
 //! The token bucket, GCRA and the leaky bucket in their server-clock form
-//! (`lua/bucket_server.lua`): the key's expiry is the theoretical arrival
+//! (`lua/bucket_expiry.lua`): the key's expiry is the theoretical arrival
 //! time, so a decision reads no clock and the script replies one number,
 //! the backlog, from which the algorithm's own Rust code rebuilds the
 //! decision.
@@ -17,7 +17,7 @@ const MAX_BACKLOG_UNITS: u64 = MAX_DEBT;
 
 /// A bucket on the server's clock: its interval and capacity in whole ms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct ServerBucket {
+pub(super) struct BucketExpiry {
     /// `per / rate`, in ms.
     interval: u64,
     /// The burst (or the leaky bucket's capacity) times the interval, in ms.
@@ -28,10 +28,10 @@ pub(super) struct ServerBucket {
     max_backlog: u64,
 }
 
-impl ServerBucket {
+impl BucketExpiry {
     /// The form of a token bucket, GCRA or leaky bucket whose interval
     /// (`per / rate`) is a whole number of ms; `None` for any other policy.
-    pub(super) fn of(algorithm: &Algorithm) -> Option<ServerBucket> {
+    pub(super) fn of(algorithm: &Algorithm) -> Option<BucketExpiry> {
         let (rate, tokens, tag) = match algorithm {
             Algorithm::TokenBucket(a) => (a.rate(), a.burst(), "tbs"),
             Algorithm::Gcra(a) => (a.rate(), a.burst(), "gcras"),
@@ -43,7 +43,7 @@ impl ServerBucket {
         let units_per_ms = rate.units_per_micro * 1000;
         rate.units_per_token.is_multiple_of(units_per_ms).then(|| {
             let interval = rate.units_per_token / units_per_ms;
-            ServerBucket {
+            BucketExpiry {
                 interval,
                 // At most the capacity in scaled units (below 2^50).
                 capacity: tokens * interval,
@@ -92,13 +92,13 @@ impl ServerBucket {
     ) -> Result<Decision> {
         let admitted = reply >= 0;
         let backlog = if admitted { reply } else { -1 - reply } as u64;
-        let mut state = self.state_at(algorithm, backlog, "bucket_server", reply)?;
+        let mut state = self.state_at(algorithm, backlog, "bucket_expiry", reply)?;
         let verdict = algorithm.decide_micros(&mut state, 0, cost, max_wait);
         if verdict.allowed != admitted {
             return Err(Error::Store {
                 kind: StoreErrorKind::Protocol,
                 message: format!(
-                    "bucket_server replied {reply}, but a cost of {cost} on that backlog is {}",
+                    "bucket_expiry replied {reply}, but a cost of {cost} on that backlog is {}",
                     if verdict.allowed {
                         "admitted"
                     } else {
@@ -110,7 +110,7 @@ impl ServerBucket {
         Ok(verdict.decision())
     }
 
-    /// The arguments of `lua/bucket_server_usage.lua`, as text.
+    /// The arguments of `lua/bucket_expiry_usage.lua`, as text.
     pub(super) fn usage_args(&self, op: Usage, cost: u64, deadline: u64) -> Vec<String> {
         [
             usage_op(op),
@@ -125,7 +125,7 @@ impl ServerBucket {
         .collect()
     }
 
-    /// The decision of a usage operation from `lua/bucket_server_usage.lua`'s
+    /// The decision of a usage operation from `lua/bucket_expiry_usage.lua`'s
     /// reply (the backlog in ms before it): the algorithm's own operation on
     /// a state that far ahead of now.
     pub(super) fn usage_decision(
@@ -137,9 +137,9 @@ impl ServerBucket {
     ) -> Result<Decision> {
         let backlog = u64::try_from(reply).map_err(|_| Error::Store {
             kind: StoreErrorKind::Protocol,
-            message: format!("bucket_server_usage replied {reply}, a negative backlog"),
+            message: format!("bucket_expiry_usage replied {reply}, a negative backlog"),
         })?;
-        let mut state = self.state_at(algorithm, backlog, "bucket_server_usage", reply)?;
+        let mut state = self.state_at(algorithm, backlog, "bucket_expiry_usage", reply)?;
         Ok(algorithm.usage(&mut state, 0, op, cost))
     }
 
@@ -194,8 +194,8 @@ mod tests {
     use super::*;
     use crate::Policy;
 
-    fn bucket(policy: &Policy) -> Option<ServerBucket> {
-        ServerBucket::of(policy.algorithm())
+    fn bucket(policy: &Policy) -> Option<BucketExpiry> {
+        BucketExpiry::of(policy.algorithm())
     }
 
     #[test]
@@ -204,7 +204,7 @@ mod tests {
         let tb = Policy::token_bucket("t", 10, s, 20).unwrap();
         assert_eq!(
             bucket(&tb),
-            Some(ServerBucket {
+            Some(BucketExpiry {
                 interval: 100,
                 capacity: 2000,
                 tag: "tbs",
