@@ -225,6 +225,9 @@ async fn serve(
             return 1;
         }
     };
+    if metrics.is_some() {
+        register_metrics(&backend);
+    }
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(l) => l,
         Err(e) => {
@@ -393,5 +396,25 @@ async fn reload_on_change(
                 }
             }
         }
+    }
+}
+
+/// Registers the service's label-free series at their present values, so a
+/// dashboard (`deploy/grafana/tollgate.json`) shows zero, not "no data",
+/// before the first script load, pipeline or breaker switch.
+fn register_metrics(backend: &crate::store::Backend) {
+    use tollgate::metrics as m;
+    for name in [
+        m::SCRIPT_LOADS,
+        m::PIPELINES,
+        m::PIPELINED_CALLS,
+        m::MASTER_SWITCHES,
+        m::BATCH_REFUNDS,
+    ] {
+        metrics::counter!(name).increment(0);
+    }
+    if let Some(state) = backend.breaker() {
+        let open = state == tollgate::store::resilient::BreakerState::Open;
+        metrics::gauge!(m::BREAKER_STATE).set(if open { 1.0 } else { 0.0 });
     }
 }
