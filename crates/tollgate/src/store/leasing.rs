@@ -64,16 +64,32 @@ struct Inner {
     store: Arc<dyn Store>,
     interval: Duration,
     instances: u64,
-    held: Mutex<HashMap<(String, Vec<u8>), Slot>>,
+    /// Per policy name, per key (two levels, so a lookup allocates
+    /// nothing).
+    held: Mutex<HashMap<String, HashMap<Vec<u8>, Slot>>>,
     /// Batches taken (`check_at_most` calls) and units refunded.
     takes: AtomicU64,
     refunds: AtomicU64,
     sweeping: std::sync::atomic::AtomicBool,
 }
 
-/// One key's lease, locked across the call that refills it, so that its
-/// other callers wait for that batch instead of each calling the store.
-type Slot = Arc<tokio::sync::Mutex<Held>>;
+/// One key's lease: its state under a lock held only to read and spend
+/// it, and a second lock held across the call that refills it, so that
+/// the key's other callers wait for that batch instead of each calling the
+/// store.
+type Slot = Arc<KeySlot>;
+
+#[derive(Debug)]
+struct KeySlot {
+    held: Mutex<Held>,
+    refill: tokio::sync::Mutex<()>,
+}
+
+impl KeySlot {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
 
 /// What this instance holds of one key.
 #[derive(Debug)]
@@ -132,21 +148,29 @@ impl LeasingStore {
 
     fn slot(&self, policy: &Policy, key: &[u8]) -> Slot {
         let mut held = self.inner.held.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(slot) = held.get(policy.name()).and_then(|keys| keys.get(key)) {
+            return slot.clone();
+        }
         let now = Instant::now();
-        held.entry((policy.name().to_owned(), key.to_vec()))
+        held.entry(policy.name().to_owned())
+            .or_default()
+            .entry(key.to_vec())
             .or_insert_with(|| {
-                Arc::new(tokio::sync::Mutex::new(Held {
-                    policy: policy.clone(),
-                    units: 0,
-                    until: now,
-                    remaining: policy.limit(),
-                    limit: policy.limit(),
-                    reset_at: now,
-                    asked: 0,
-                    since: now,
-                    asked_before: 0,
-                    last_used: now,
-                }))
+                Arc::new(KeySlot {
+                    refill: tokio::sync::Mutex::new(()),
+                    held: Mutex::new(Held {
+                        policy: policy.clone(),
+                        units: 0,
+                        until: now,
+                        remaining: policy.limit(),
+                        limit: policy.limit(),
+                        reset_at: now,
+                        asked: 0,
+                        since: now,
+                        asked_before: 0,
+                        last_used: now,
+                    }),
+                })
             })
             .clone()
     }
@@ -154,20 +178,23 @@ impl LeasingStore {
     async fn leased_check(&self, policy: &Policy, key: &[u8], cost: u64) -> Result<Decision> {
         self.start_sweeping();
         let slot = self.slot(policy, key);
-        let mut held = slot.lock().await;
-        let now = Instant::now();
-        held.ask(now, cost, self.inner.interval);
-        if now >= held.until || held.policy != *policy {
-            // The window ended (the store counted those units in it), or
-            // the policy changed under its name.
-            held.units = 0;
-            held.policy = policy.clone();
+        {
+            let mut held = slot.lock();
+            let now = Instant::now();
+            held.ask(now, cost, self.inner.interval);
+            if let Some(d) = held.spend(now, policy, cost) {
+                return Ok(d);
+            }
         }
-        if held.units >= cost {
-            held.units -= cost;
-            return Ok(held.decision(now));
-        }
-        let want = held.batch(cost, self.inner.interval, self.inner.instances) - held.units;
+        // One refill at a time; whoever waited may find it done.
+        let _refill = slot.refill.lock().await;
+        let want = {
+            let mut held = slot.lock();
+            if let Some(d) = held.spend(Instant::now(), policy, cost) {
+                return Ok(d);
+            }
+            held.batch(cost, self.inner.interval, self.inner.instances) - held.units
+        };
         let sent = Instant::now();
         self.inner.takes.fetch_add(1, Ordering::Relaxed);
         let d = match self.inner.store.check_at_most(policy, key, want).await {
@@ -185,6 +212,7 @@ impl LeasingStore {
         };
         // The store's state resets at its window's end (a sliding
         // window's, one window later).
+        let mut held = slot.lock();
         held.until = sent + d.reset_after.saturating_sub(window);
         held.reset_at = sent + d.reset_after;
         held.remaining = d.remaining;
@@ -223,25 +251,34 @@ async fn sweep(inner: Weak<Inner>, interval: Duration) {
         let now = Instant::now();
         let slots: Vec<_> = {
             let mut held = inner.held.lock().unwrap_or_else(|e| e.into_inner());
-            held.retain(|_, slot| {
-                slot.try_lock()
-                    .map_or(true, |h| now.duration_since(h.last_used) < interval * 100)
-            });
-            held.iter().map(|(k, v)| (k.1.clone(), v.clone())).collect()
+            for keys in held.values_mut() {
+                keys.retain(|_, slot| {
+                    slot.held
+                        .try_lock()
+                        .map_or(true, |h| now.duration_since(h.last_used) < interval * 100)
+                });
+            }
+            held.retain(|_, keys| !keys.is_empty());
+            held.values()
+                .flat_map(|keys| keys.iter().map(|(k, v)| (k.clone(), v.clone())))
+                .collect()
         };
         for (key, slot) in slots {
-            let Ok(mut held) = slot.try_lock() else {
+            // Not while a refill is under way; the units leave the lease
+            // before the refund is sent, so no check spends them.
+            let Ok(_refill) = slot.refill.try_lock() else {
                 continue;
             };
-            if held.units == 0
-                || now.duration_since(held.last_used) < interval
-                || held.until.saturating_duration_since(now) <= interval * 2
-            {
-                continue;
-            }
-            let units = std::mem::take(&mut held.units);
-            let policy = held.policy.clone();
-            // Under the key's lock, so no check spends what goes back.
+            let (units, policy) = {
+                let mut held = slot.lock();
+                if held.units == 0
+                    || now.duration_since(held.last_used) < interval
+                    || held.until.saturating_duration_since(now) <= interval * 2
+                {
+                    continue;
+                }
+                (std::mem::take(&mut held.units), held.policy.clone())
+            };
             if inner.store.refund(&policy, &key, units).await.is_ok() {
                 inner.refunds.fetch_add(units, Ordering::Relaxed);
             }
@@ -250,6 +287,23 @@ async fn sweep(inner: Weak<Inner>, interval: Duration) {
 }
 
 impl Held {
+    /// Admits `cost` from the lease if it holds that much in its window;
+    /// drops a lease whose window ended (the store counted those units in
+    /// it) or whose policy changed under its name.
+    fn spend(&mut self, now: Instant, policy: &Policy, cost: u64) -> Option<Decision> {
+        if now >= self.until || self.policy != *policy {
+            self.units = 0;
+            if self.policy != *policy {
+                self.policy = policy.clone();
+            }
+        }
+        if self.units < cost {
+            return None;
+        }
+        self.units -= cost;
+        Some(self.decision(now))
+    }
+
     /// Counts a check's units towards the key's rate here.
     fn ask(&mut self, now: Instant, cost: u64, interval: Duration) {
         let elapsed = now.duration_since(self.since);
@@ -347,10 +401,11 @@ impl Store for LeasingStore {
         Box::pin(async move {
             let slot = {
                 let mut held = self.inner.held.lock().unwrap_or_else(|e| e.into_inner());
-                held.remove(&(policy.name().to_owned(), key.to_vec()))
+                held.get_mut(policy.name())
+                    .and_then(|keys| keys.remove(key))
             };
             if let Some(slot) = slot {
-                slot.lock().await.units = 0;
+                slot.lock().units = 0;
             }
             self.inner.store.reset(policy, key).await
         })

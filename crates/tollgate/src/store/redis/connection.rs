@@ -70,6 +70,13 @@ impl Connection {
         }
     }
 
+    /// Whether a command that failed with `e` on a cluster primary's own
+    /// connection should go again through the cluster connection (a
+    /// redirect, a lost connection; see [`NodePipelines`]).
+    pub(crate) fn reroutes(&self, e: &redis::RedisError) -> bool {
+        matches!(self, Connection::Cluster(_, Some(_))) && NodePipelines::reroutes(e)
+    }
+
     pub(crate) fn is_cluster(&self) -> bool {
         matches!(self, Connection::Cluster(..))
     }

@@ -9,9 +9,9 @@
 //! URL says, its address replaced) as a standalone server's, or, for TLS
 //! seeds, through the cluster connection to the node's address. A command that a
 //! node answers with a redirect, or that a node's pipeline loses (the node
-//! down, a failover), is sent again alone through the cluster connection,
-//! which follows redirects and retries as it always did, and the map is
-//! read again in the background.
+//! down, a failover), is sent again alone through the cluster connection
+//! (by `Script::run`, which builds it again), which follows redirects and
+//! retries as it always did, and the map is read again in the background.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
@@ -74,14 +74,21 @@ impl NodePipelines {
             let map = self.map.read().unwrap_or_else(|e| e.into_inner());
             map.nodes[map.owner[usize::from(slot(key))] as usize].clone()
         };
-        let retry = cmd.clone();
-        match node.query(cmd).await {
-            Err(e) if !matches!(e.retry_method(), RetryMethod::NoRetry) => {
-                self.refresh();
-                retry.query_async(&mut self.cluster.clone()).await
-            }
-            other => other,
+        let reply = node.query(cmd).await;
+        if let Err(e) = &reply
+            && NodePipelines::reroutes(e)
+        {
+            // The caller sends it again through the cluster connection.
+            self.refresh();
         }
+        reply
+    }
+
+    /// Whether a command failed as one sent to a node that no longer holds
+    /// its slot, or on a connection lost, would: to be sent again through
+    /// the cluster connection, which follows redirects and reconnects.
+    pub(crate) fn reroutes(e: &redis::RedisError) -> bool {
+        !matches!(e.retry_method(), RetryMethod::NoRetry)
     }
 
     /// What the queues have sent, in all.

@@ -312,6 +312,7 @@ impl Script {
         args: &[Arg<'_>],
     ) -> RedisResult<T> {
         let mut reloads = 0;
+        let mut alone = false;
         loop {
             let cmd = self.evalsha(keys, args);
             // Read before sending: if another caller loads the script after
@@ -320,11 +321,20 @@ impl Script {
             // NOSCRIPT met a newer flush (or a node that never had the
             // script, after a failover), so a few rounds are enough.
             let seen = self.loads.load(Ordering::Acquire);
-            match conn.query_pipelined(keys.first().copied(), cmd).await {
+            let reply = if alone {
+                conn.query(&cmd).await
+            } else {
+                conn.query_pipelined(keys.first().copied(), cmd).await
+            };
+            match reply {
                 Err(e) if is_noscript(&e) && reloads < MAX_RELOADS => {
                     self.reload(conn, seen).await?;
                     reloads += 1;
                 }
+                // Redirected or lost on a cluster primary's own connection:
+                // once more through the cluster connection, which follows
+                // redirects (see nodes.rs).
+                Err(e) if !alone && conn.reroutes(&e) => alone = true,
                 other => return Ok(redis::from_redis_value(other?)?),
             }
         }
