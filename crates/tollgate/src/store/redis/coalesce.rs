@@ -177,7 +177,7 @@ impl Coalescer {
         Coalescer {
             sink,
             groups: false,
-            group_sha: redis::Script::new(super::scripts::FIXED_WINDOW_SERVER_GROUP)
+            group_sha: redis::Script::new(super::texts::FIXED_WINDOW_SERVER_GROUP)
                 .get_hash()
                 .to_string(),
             queue: Mutex::new(Queue::default()),

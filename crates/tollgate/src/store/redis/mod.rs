@@ -10,7 +10,7 @@
 // `reply.rs` (running a script and reading its reply), `decide.rs` (one
 // decision), `lease.rs`, `batch.rs` (atomic batches), `cross_slot.rs`
 // (atomic batches across cluster slots, by refunds), `store.rs` (the
-// [`Store`](super::Store) impl), `scripts.rs` (the scripts and NOSCRIPT),
+// [`Store`](super::Store) impl), `texts.rs` (the scripts' texts), `scripts.rs` (running them, NOSCRIPT),
 // `coalesce.rs` (pipelining busy callers), `connection.rs`, `sentinel.rs`
 // (the master Redis Sentinel names, followed after a failover), `error.rs`.
 
@@ -34,6 +34,7 @@ mod scripts;
 mod sentinel;
 mod server_window;
 mod store;
+mod texts;
 mod usage;
 
 use std::sync::Arc;

@@ -1,0 +1,221 @@
+//! The config parser on whole files: every algorithm, every error with
+//! its line and field, the `[store]` switches.
+
+use super::*;
+
+fn parse(file: &str, text: &str) -> Result<Config, Vec<ConfigError>> {
+    Config::parse(file, text)
+}
+
+#[test]
+fn parses_every_algorithm() {
+    let set = Config::parse(
+        "t.toml",
+        r#"
+[[policy]]
+name = "a"
+algorithm = "fixed_window"
+limit = 120
+window = "60s"
+
+[[policy]]
+name = "b"
+algorithm = "gcra"
+rate = 10
+per = "1s"
+burst = 20
+
+[[policy]]
+name = "c"
+algorithm = "leaky_bucket"
+rate = 10
+per = "1s"
+capacity = 5
+
+[[policy]]
+name = "d"
+algorithm = "concurrency"
+limit = 3
+lease = "30s"
+"#,
+    )
+    .unwrap()
+    .policies;
+    assert_eq!(set.policies.len(), 4);
+    assert_eq!(set.get("b").unwrap().limit(), 20);
+}
+
+#[test]
+fn a_window_opts_in_to_leases_and_other_values_are_named() {
+    let window = |algorithm: &str, lease: &str| {
+        format!(
+            "[[policy]]\nname = \"a\"\nalgorithm = \"{algorithm}\"\nlimit = 10\nwindow = \"1s\"\nlease = \"{lease}\"\n"
+        )
+    };
+    for algorithm in ["fixed_window", "sliding_window"] {
+        let set = parse("l.toml", &window(algorithm, "auto"))
+            .unwrap()
+            .policies;
+        assert!(set.get("a").unwrap().leased());
+        let set = parse("l.toml", &window(algorithm, "off")).unwrap().policies;
+        assert!(!set.get("a").unwrap().leased());
+        let e = parse("l.toml", &window(algorithm, "sometimes")).unwrap_err();
+        assert_eq!(e[0].line, 6, "{}", e[0]);
+        assert!(e[0].to_string().contains("lease"), "{}", e[0]);
+    }
+    let e = parse("l.toml", &window("sliding_log", "auto")).unwrap_err();
+    assert!(e[0].to_string().contains("lease"), "{}", e[0]);
+}
+
+#[test]
+fn every_error_has_its_line_and_field() {
+    let errors = parse(
+        "bad.toml",
+        r#"[[policy]]
+name = "a"
+algorithm = "fixed_window"
+limit = 0
+window = "60s"
+
+[[policy]]
+name = "b"
+algorithm = "sliding_log"
+limit = 5
+window = "forever"
+
+[[policy]]
+name = "c"
+algorithm = "token_bucket"
+rate = 1
+per = "1s"
+
+[[policy]]
+name = "d"
+algorithm = "bogus"
+"#,
+    )
+    .unwrap_err();
+    let text: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+    assert_eq!(text.len(), 4, "{text:#?}");
+    assert!(
+        text[0].starts_with("bad.toml:4: policy `a`:") && text[0].contains("`limit`"),
+        "{}",
+        text[0]
+    );
+    assert!(
+        text[1].starts_with("bad.toml:11: policy `b`: `window`"),
+        "{}",
+        text[1]
+    );
+    assert!(text[2].contains("missing field `burst`"), "{}", text[2]);
+    assert!(
+        text[3].starts_with("bad.toml:21:") && text[3].contains("unknown algorithm `bogus`"),
+        "{}",
+        text[3]
+    );
+}
+
+#[test]
+fn type_errors_and_unknown_fields_name_the_line() {
+    let e = parse(
+        "x.toml",
+        "[[policy]]\nname = \"a\"\nalgorithm = \"fixed_window\"\nlimit = 1.5\nwindow = \"1s\"\n",
+    )
+    .unwrap_err();
+    assert_eq!(e[0].line, 4, "{}", e[0]);
+    let e = parse("x.toml", "[[policy]]\nname = \"a\"\nalgorithm = \"fixed_window\"\nlimit = 1\nwindow = \"1s\"\nwindo = \"2s\"\n").unwrap_err();
+    assert!(e[0].message.contains("windo"), "{}", e[0]);
+    let e = parse(
+        "x.toml",
+        "[[policy]]\nname = \"a\"\nalgorithm = \"fixed_window\"\nlimit = -3\nwindow = \"1s\"\n",
+    )
+    .unwrap_err();
+    assert_eq!(e[0].line, 4);
+    assert!(e[0].message.contains("-3"), "{}", e[0]);
+    let e = parse("x.toml", "[[policy]]\nname = \"a\"\nalgorithm = \"fixed_window\"\nlimit = 1\nwindow = \"1s\"\nburst = 4\n").unwrap_err();
+    assert!(e[0].message.contains("does not apply"), "{}", e[0]);
+}
+
+#[test]
+fn the_bucket_expiry_form_can_be_switched_off() {
+    let policy =
+        "[[policy]]\nname = \"a\"\nalgorithm = \"gcra\"\nrate = 1\nper = \"1s\"\nburst = 1\n";
+    let on = Config::parse("x.toml", policy).unwrap();
+    assert!(on.store.bucket_expiry_form, "on by default");
+    let off = Config::parse(
+        "x.toml",
+        &format!("[store]\nbucket_expiry_form = false\n{policy}"),
+    )
+    .unwrap();
+    assert!(!off.store.bucket_expiry_form);
+    let e = parse(
+        "x.toml",
+        &format!("[store]\nbucket_expiry_form = \"no\"\n{policy}"),
+    )
+    .unwrap_err();
+    assert_eq!(e[0].line, 2, "{}", e[0]);
+}
+
+#[test]
+fn pipelining_can_be_switched_off() {
+    let policy =
+        "[[policy]]\nname = \"a\"\nalgorithm = \"fixed_window\"\nlimit = 1\nwindow = \"1s\"\n";
+    assert!(
+        Config::parse("x.toml", policy).unwrap().store.pipelining,
+        "on by default"
+    );
+    let off = Config::parse("x.toml", &format!("[store]\npipelining = false\n{policy}")).unwrap();
+    assert!(!off.store.pipelining);
+    let e = parse("x.toml", &format!("[store]\npipelining = 1\n{policy}")).unwrap_err();
+    assert_eq!(e[0].line, 2, "{}", e[0]);
+}
+
+#[test]
+fn sentinels_need_a_master_name_and_exclude_urls() {
+    let policy =
+        "[[policy]]\nname = \"a\"\nalgorithm = \"fixed_window\"\nlimit = 1\nwindow = \"1s\"\n";
+    let ok = Config::parse(
+        "x.toml",
+        &format!("[store]\nsentinels = [\"redis://10.0.0.1:26379\", \"redis://10.0.0.2:26379\"]\nmaster_name = \"mymaster\"\n{policy}"),
+    )
+    .unwrap();
+    assert_eq!(ok.store.urls.len(), 2);
+    assert_eq!(ok.store.master_name.as_deref(), Some("mymaster"));
+    for (store, line, says) in [
+        (
+            "sentinels = [\"redis://h:26379\"]\n",
+            2,
+            "needs `master_name`",
+        ),
+        ("master_name = \"m\"\n", 2, "needs `sentinels`"),
+        (
+            "urls = [\"redis://h/\"]\nsentinels = [\"redis://h:26379\"]\nmaster_name = \"m\"\n",
+            3,
+            "exclude each other",
+        ),
+        (
+            "sentinels = []\nmaster_name = \"m\"\n",
+            2,
+            "at least one sentinel",
+        ),
+        (
+            "kind = \"memory\"\nsentinels = [\"redis://h\"]\nmaster_name = \"m\"\n",
+            2,
+            "takes no",
+        ),
+    ] {
+        let e = parse("x.toml", &format!("[store]\n{store}{policy}")).unwrap_err();
+        assert_eq!(e[0].line, line, "{}", e[0]);
+        assert!(e[0].message.contains(says), "{}", e[0]);
+    }
+}
+
+#[test]
+fn a_policy_takes_a_group() {
+    let text = "[[policy]]\nname = \"a\"\nalgorithm = \"fixed_window\"\nlimit = 1\nwindow = \"1s\"\ngroup = \"user\"\n";
+    let config = Config::parse("x.toml", text).unwrap();
+    assert_eq!(config.policies.get("a").unwrap().group(), Some("user"));
+    let e = parse("x.toml", &text.replace("\"user\"", "\"us/er\"")).unwrap_err();
+    assert_eq!(e[0].line, 6, "{}", e[0]);
+    assert!(e[0].message.contains("group"), "{}", e[0]);
+}

@@ -1,0 +1,215 @@
+//! The scripts' texts, assembled at compile time from the files of `lua/`:
+//! the prologue (time source, exact division) first, each algorithm's file,
+//! and a one-line entry point last. `scripts.rs` runs them.
+
+macro_rules! script {
+    ($($file:tt),+ ; $main:expr) => {
+        concat!(include_str!("lua/prologue.lua"), $(lua!($file),)+ $main)
+    };
+}
+
+/// The server-clock fixed window's body after the line that names its key
+/// and its cost (times 16, as text): `$cost` is `ARGV[1]`, or a constant.
+macro_rules! fixed_window_server {
+    ($cost:literal) => {
+        concat!(
+            "local key, cost = KEYS[1], ",
+            $cost,
+            "\n",
+            include_str!("lua/fixed_window_server.lua")
+        )
+    };
+}
+
+/// The buckets' server-clock body after the line that names its key and
+/// its two numbers (see the script's contract).
+macro_rules! bucket_expiry {
+    () => {
+        concat!(
+            "local key, need, room = KEYS[1], ARGV[1], ARGV[2]\n",
+            include_str!("lua/bucket_expiry.lua")
+        )
+    };
+}
+
+/// A file of `lua/`; `fixed_window_server_fn.lua` and
+/// `bucket_expiry_fn.lua` are those scripts' bodies wrapped in a function
+/// of its own KEYS and ARGV, for the batch.
+macro_rules! lua {
+    ("fixed_window_server_fn.lua") => {
+        concat!(
+            "local function fixed_window_server(KEYS, ARGV)\n",
+            fixed_window_server!("ARGV[1]"),
+            "end\n"
+        )
+    };
+    ("bucket_expiry_fn.lua") => {
+        concat!(
+            "local function bucket_expiry(KEYS, ARGV)\n",
+            bucket_expiry!(),
+            "end\n"
+        )
+    };
+    ($file:literal) => {
+        include_str!(concat!("lua/", $file))
+    };
+}
+
+/// Reads the server's clock when `time` is -1, and answers "late" when a
+/// deadline has passed: the one text of that rule, for every entry point.
+macro_rules! server_time {
+    () => {
+        "if time < 0 then
+  local t = redis.call('TIME')
+  time = t[1] * 1000000 + t[2]
+  if deadline > 0 and time > deadline then
+    return struct.pack('<d', -1)
+  end
+end
+"
+    };
+}
+
+/// The entry point of a one-algorithm script, inline (a function would
+/// cost each call a closure): take the time, the deadline and the
+/// algorithm's numbers from ARGV (packed, or as text from tools), read the
+/// clock, decide, pack the reply. `$format` unpacks `$count` numbers.
+macro_rules! entry {
+    ($function:literal, $format:literal, $count:literal, $args:literal) => {
+        concat!(
+            "
+local time, deadline, a1, a2, a3, a4, a5, a6
+if #ARGV[1] == 8 * ",
+            $count,
+            " then
+  time, deadline, a1, a2, a3, a4, a5, a6 = struct.unpack('<",
+            $format,
+            "', ARGV[1])
+else
+  time, deadline, a1, a2, a3, a4, a5, a6 = tonumber(ARGV[1]), tonumber(ARGV[2]),
+    tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]),
+    tonumber(ARGV[7]), tonumber(ARGV[8])
+end
+",
+            server_time!(),
+            "return struct.pack('<ddddd', ",
+            $function,
+            "(KEYS[1], time, ",
+            $args,
+            "))
+"
+        )
+    };
+}
+
+/// The entry point of a usage script (see `lua/usage_prologue.lua`): the
+/// time, the deadline, the operation and up to five of the algorithm's
+/// numbers, packed (or as text from tools); six doubles back.
+macro_rules! usage_entry {
+    ($function:literal, $args:literal) => {
+        concat!(
+            "
+local time, deadline, op, a1, a2, a3, a4, a5, a6
+if #ARGV[1] % 8 == 0 and #ARGV == 1 then
+  time, deadline, op, a1, a2, a3, a4, a5, a6 = struct.unpack('<' .. string.rep('d', #ARGV[1] / 8), ARGV[1])
+else
+  time, deadline, op, a1, a2, a3, a4, a5, a6 = tonumber(ARGV[1]), tonumber(ARGV[2]),
+    tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]),
+    tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+end
+",
+            server_time!(),
+            "return struct.pack('<dddddd', ",
+            $function,
+            "(KEYS[1], time, op, ",
+            $args,
+            "))
+"
+        )
+    };
+}
+
+/// A usage script: the prologues, the algorithm's usage file, its entry.
+macro_rules! usage_script {
+    ($($file:literal),+ ; $function:literal, $args:literal) => {
+        concat!(
+            include_str!("lua/prologue.lua"),
+            include_str!("lua/usage_prologue.lua"),
+            $(include_str!(concat!("lua/", $file)),)+
+            usage_entry!($function, $args)
+        )
+    };
+}
+
+pub(crate) const FIXED_WINDOW_USAGE: &str = usage_script!("usage_ops.lua", "fixed_window_usage.lua"; "fixed_window_usage", "a1, a2, a3, a4, a5, a6");
+pub(crate) const SLIDING_WINDOW_USAGE: &str =
+    usage_script!("sliding_window_usage.lua"; "sliding_window_usage", "a1, a2, a3");
+pub(crate) const SLIDING_LOG_USAGE: &str = usage_script!("decimal.lua", "usage_ops.lua", "sliding_log_usage.lua"; "sliding_log_usage", "a1, a2, a3");
+pub(crate) const TOKEN_BUCKET_USAGE: &str = usage_script!("usage_ops.lua", "token_bucket_usage.lua"; "token_bucket_usage", "a1, a2, a3, a4");
+// GCRA's numbers end with its max_wait, 0; the leaky bucket's with the
+// cost, after which the caller puts 1: the shaper, whose admissions wait
+// their backlog.
+pub(crate) const TAT_USAGE: &str =
+    usage_script!("usage_ops.lua", "tat_usage.lua"; "tat_usage", "a1, a2, a3, a4, a5");
+pub(crate) const BUCKET_EXPIRY_USAGE: &str = concat!(
+    include_str!("lua/prologue.lua"),
+    include_str!("lua/bucket_expiry_usage.lua")
+);
+pub(crate) const FIXED_WINDOW_SERVER_USAGE: &str = concat!(
+    include_str!("lua/prologue.lua"),
+    include_str!("lua/usage_ops.lua"),
+    include_str!("lua/fixed_window_server_usage.lua")
+);
+
+// Fixed window's last argument is the cost as text too (the last ARGV in
+// both forms), so its HINCRBY need not print the number.
+pub(crate) const FIXED_WINDOW: &str = script!("fixed_window.lua";
+    entry!("fixed_window", "ddddd", "5", "a1, a2, a3, ARGV[#ARGV]"));
+// A calendar window: the window 0, then the bounds of two windows.
+pub(crate) const FIXED_WINDOW_CALENDAR: &str = script!("fixed_window.lua";
+    entry!("fixed_window", "dddddddd", "8", "a1, a2, a3, ARGV[#ARGV], nil, a4, a5, a6"));
+// The fixed window on the server's clock is a body, not a function (its
+// contract says why), after a line that names its key and its cost (times
+// 16, as text): ARGV[1] in general, a constant in the form for a cost of 1,
+// which takes no arguments.
+pub(crate) const FIXED_WINDOW_SERVER: &str = concat!(
+    include_str!("lua/prologue.lua"),
+    fixed_window_server!("ARGV[1]")
+);
+pub(crate) const FIXED_WINDOW_SERVER_ONE: &str = concat!(
+    include_str!("lua/prologue.lua"),
+    fixed_window_server!("'16'")
+);
+// Many server-clock window checks with a deadline in one call (see the
+// file's contract): the body as `window(key, cost)`, its peek and dry-run
+// branch off (an empty ARGV), then the loop.
+pub(crate) const FIXED_WINDOW_SERVER_GROUP: &str = concat!(
+    include_str!("lua/prologue.lua"),
+    "local none = {}\nlocal function window(key, cost)\nlocal ARGV = none\n",
+    include_str!("lua/fixed_window_server.lua"),
+    "end\n",
+    include_str!("lua/fixed_window_server_group.lua")
+);
+// The token bucket, GCRA and the leaky bucket on the server's clock, with
+// an interval of whole ms: one body for the three, no clock read.
+pub(crate) const BUCKET_EXPIRY: &str = concat!(include_str!("lua/prologue.lua"), bucket_expiry!());
+pub(crate) const SLIDING_WINDOW: &str =
+    script!("sliding_window.lua"; entry!("sliding_window", "ddddd", "5", "a1, a2, a3"));
+pub(crate) const SLIDING_LOG: &str =
+    script!("decimal.lua", "sliding_log.lua"; entry!("sliding_log", "ddddd", "5", "a1, a2, a3"));
+pub(crate) const TOKEN_BUCKET: &str =
+    script!("token_bucket.lua"; entry!("token_bucket", "ddddddd", "7", "a1, a2, a3, a4, a5"));
+pub(crate) const GCRA: &str =
+    script!("gcra.lua"; entry!("gcra", "ddddddd", "7", "a1, a2, a3, a4, a5"));
+pub(crate) const LEAKY_BUCKET: &str =
+    script!("leaky_bucket.lua"; entry!("leaky_bucket", "dddddd", "6", "a1, a2, a3, a4"));
+pub(crate) const CONCURRENCY: &str = script!("decimal.lua", "concurrency.lua";
+    entry!("concurrency", "dddd", "4", "a1, a2, ARGV[#ARGV - 1], ARGV[#ARGV]"));
+pub(crate) const BATCH: &str = script!("decimal.lua", "fixed_window.lua", "fixed_window_server_fn.lua",
+"bucket_expiry_fn.lua", "sliding_window.lua",
+"sliding_log.lua", "token_bucket.lua", "gcra.lua", "leaky_bucket.lua", "batch.lua";
+concat!(
+    "\nlocal time, deadline = struct.unpack('<dd', ARGV[1])\n",
+    server_time!(),
+    "return batch(time)\n"
+));
