@@ -16,7 +16,7 @@ use crate::state::AppState;
 use crate::store;
 
 /// The policies served when no config file is given nor found.
-const BUILT_IN: &str = include_str!("../../../examples/tollgate.toml");
+const BUILT_IN: &str = include_str!("../examples/tollgate.toml");
 
 /// Arguments of `tollgate serve`.
 #[derive(Debug, Args)]

@@ -4,8 +4,9 @@
 use std::time::Duration;
 
 use tollgate::algorithm::State;
+use tollgate::store::resilient::OnFailure;
 #[cfg(feature = "redis")]
-use tollgate::store::resilient::{OnFailure, ResilientStore};
+use tollgate::store::resilient::ResilientStore;
 use tollgate::{Decision, Error, ManualClock, MemoryStore, Policy, Request, Source, Store};
 
 /// A store under test, and a view of what it holds.

@@ -17,7 +17,7 @@ use crate::{Clock, Error, Result};
 pub enum TimeSource {
     /// The server's clock (`TIME` in the script; for a fixed window of
     /// whole ms, and for a token bucket, GCRA or leaky bucket whose
-    /// interval is whole ms, the expiry of its key, see [`keys`]):
+    /// interval is whole ms, the expiry of its key, see [`keys`](super::keys)):
     /// application servers with skewed clocks still agree. The default.
     #[default]
     Server,
