@@ -5,7 +5,7 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum CheckMode {
-    /// One atomic batch ([`Store::check_many`] with `atomic`): the request
+    /// One atomic batch ([`Store::check_many`](tollgate::Store::check_many) with `atomic`): the request
     /// consumes from every policy, or, when any denies, from none. A
     /// request denied by its per-user limit then costs nothing from its
     /// per-address limit. One round trip. The default.
