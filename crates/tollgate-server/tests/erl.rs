@@ -467,3 +467,118 @@ async fn erl_environment_points_it_at_the_redis_erl_uses() {
     let _ = child.wait();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A CA, a server certificate for `localhost` and a client certificate,
+/// made here; their PEM files in `dir`.
+fn certificates(dir: &Path) -> (String, String, String) {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
+    let server_key = KeyPair::generate().unwrap();
+    let server = CertificateParams::new(vec!["localhost".to_string()])
+        .unwrap()
+        .signed_by(&server_key, &ca)
+        .unwrap();
+    let client_key = KeyPair::generate().unwrap();
+    let client = CertificateParams::new(vec!["envoy".to_string()])
+        .unwrap()
+        .signed_by(&client_key, &ca)
+        .unwrap();
+    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+    std::fs::write(dir.join("server.pem"), server.pem()).unwrap();
+    std::fs::write(dir.join("server.key"), server_key.serialize_pem()).unwrap();
+    (ca.pem(), client.pem(), client_key.serialize_pem())
+}
+
+#[tokio::test]
+async fn grpc_over_mutual_tls_refuses_a_client_without_a_certificate() {
+    use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
+    let dir = temp_dir();
+    std::fs::write(dir.join("edge.yaml"), CONFIG).unwrap();
+    let certs = temp_dir();
+    let (ca, client_cert, client_key) = certificates(&certs);
+    let path = |name: &str| certs.join(name).display().to_string();
+    let (cert, key, client_ca) = (path("server.pem"), path("server.key"), path("ca.pem"));
+    let svc = Service::start(
+        &dir,
+        &[
+            ("GRPC_SERVER_USE_TLS", "true"),
+            ("GRPC_SERVER_TLS_CERT", &cert),
+            ("GRPC_SERVER_TLS_KEY", &key),
+            ("GRPC_CLIENT_TLS_CACERT", &client_ca),
+        ],
+    );
+    let tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(&ca))
+        .domain_name("localhost");
+    let url = format!("https://{}", svc.grpc);
+
+    let with_cert = tls
+        .clone()
+        .identity(Identity::from_pem(&client_cert, &client_key));
+    let channel = Channel::from_shared(url.clone())
+        .unwrap()
+        .tls_config(with_cert)
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut client = RateLimitServiceClient::new(channel);
+    let r = ask(
+        &mut client,
+        request("edge", &[("remote_address", "10.9.9.9")]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.statuses[0].limit_remaining, 2);
+
+    let without = async {
+        let channel = Channel::from_shared(url.clone())
+            .unwrap()
+            .tls_config(tls.clone())
+            .unwrap()
+            .connect()
+            .await?;
+        let mut client = RateLimitServiceClient::new(channel);
+        client
+            .should_rate_limit(request("edge", &[("remote_address", "10.9.9.9")]))
+            .await
+            .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)?;
+        Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    };
+    assert!(
+        without.await.is_err(),
+        "a client without a certificate was served"
+    );
+    // plaintext is refused too
+    let plain = RateLimitServiceClient::connect(format!("http://{}", svc.grpc)).await;
+    if let Ok(mut plain) = plain {
+        assert!(
+            ask(&mut plain, request("edge", &[("a", "b")]))
+                .await
+                .is_err()
+        );
+    }
+    // the refused client consumed nothing
+    let r = ask(
+        &mut client,
+        request("edge", &[("remote_address", "10.9.9.9")]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.statuses[0].limit_remaining, 1);
+
+    // TLS asked for without its files: refused at start
+    let out = tollgate(SERVE, &[("GRPC_SERVER_USE_TLS", "true")])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("needs GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY")
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(&certs).unwrap();
+}

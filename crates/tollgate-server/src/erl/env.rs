@@ -9,8 +9,9 @@
 //! `SHADOW_MODE`, `QUOTA_MODE`, `LIMIT_RESPONSE_HEADERS_ENABLED`,
 //! `LIMIT_LIMIT_HEADER`, `LIMIT_REMAINING_HEADER`, `LIMIT_RESET_HEADER`,
 //! `EXPIRATION_JITTER_MAX_SECONDS`, `NEAR_LIMIT_RATIO`, `BACKEND_TYPE`
-//! (redis). `CONFIG_TYPE` and the xDS source's variables are read by
-//! `xds::read`.
+//! (redis), `GRPC_SERVER_USE_TLS`, `GRPC_SERVER_TLS_CERT`,
+//! `GRPC_SERVER_TLS_KEY`, `GRPC_CLIENT_TLS_CACERT`. `CONFIG_TYPE` and the
+//! xDS source's variables are read by `xds::read`.
 //!
 //! Refused (the service does not start) when set to what would change
 //! behaviour tollgate does not have: see [`REFUSED`]. Everything else ERL
@@ -22,6 +23,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 use super::service::{HeaderNames, Settings};
+use super::tls::GrpcTls;
 
 /// Variables refused when set to a value that turns on what tollgate's ERL
 /// mode does not do, with that value's test and why.
@@ -57,9 +59,9 @@ pub(crate) const REFUSED: &[Refused] = &[
         "dynamic metadata is not returned",
     ),
     (
-        "GRPC_SERVER_USE_TLS",
-        is_true,
-        "TLS on the gRPC server is not supported",
+        "GRPC_CLIENT_TLS_SAN",
+        |v| !v.is_empty(),
+        "checking the client certificate's SAN is not supported",
     ),
     (
         "LOCAL_CACHE_SIZE_IN_BYTES",
@@ -89,6 +91,8 @@ pub(crate) struct ErlEnv {
     pub(crate) config_dir: Option<PathBuf>,
     /// Skip names starting with `.` (the default; `RUNTIME_IGNOREDOTFILES=false` loads them).
     pub(crate) ignore_dotfiles: bool,
+    /// TLS on the gRPC server (`GRPC_SERVER_USE_TLS=true`).
+    pub(crate) grpc_tls: Option<GrpcTls>,
 }
 
 /// Reads the variables; every error found is returned.
@@ -120,6 +124,7 @@ pub(crate) fn read(
     let tls = flag("REDIS_TLS", false);
     let insecure = flag("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", false);
     let ignore_dotfiles = flag("RUNTIME_IGNOREDOTFILES", true);
+    let grpc_tls_on = flag("GRPC_SERVER_USE_TLS", false);
     let parse = |name: &str, default: &str| -> String {
         get(name)
             .filter(|v| !v.is_empty())
@@ -205,6 +210,26 @@ pub(crate) fn read(
         dir.push(get("RUNTIME_APPDIRECTORY").unwrap_or("config"));
         dir
     });
+    let path = |name: &str| get(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let grpc_tls = match (
+        grpc_tls_on,
+        path("GRPC_SERVER_TLS_CERT"),
+        path("GRPC_SERVER_TLS_KEY"),
+    ) {
+        (false, _, _) => None,
+        (true, Some(cert), Some(key)) => Some(GrpcTls {
+            cert,
+            key,
+            client_ca: path("GRPC_CLIENT_TLS_CACERT"),
+        }),
+        (true, _, _) => {
+            errors.push(
+                "GRPC_SERVER_USE_TLS=true needs GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY"
+                    .to_string(),
+            );
+            None
+        }
+    };
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -222,6 +247,7 @@ pub(crate) fn read(
         grpc,
         config_dir,
         ignore_dotfiles,
+        grpc_tls,
     })
 }
 

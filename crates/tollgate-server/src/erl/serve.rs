@@ -214,11 +214,24 @@ async fn serve(flags: Flags, env: ErlEnv, origin: Origin, config: super::ErlConf
             .set_service_status(name, tonic_health::ServingStatus::Serving)
             .await;
     }
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = &env.grpc_tls {
+        match tls
+            .server_config()
+            .and_then(|c| builder.tls_config(c).map_err(|e| e.to_string()))
+        {
+            Ok(with_tls) => builder = with_tls,
+            Err(e) => {
+                eprintln!("error: gRPC TLS: {e}");
+                return 2;
+            }
+        }
+    }
     let grpc_task = {
         let service = super::grpc::service(state.clone());
         let until = stopped(stopping.clone());
         tokio::spawn(async move {
-            tonic::transport::Server::builder()
+            builder
                 .add_service(health_service)
                 .add_service(service)
                 .serve_with_incoming_shutdown(grpc, until)
