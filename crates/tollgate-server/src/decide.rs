@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use tollgate::algorithm::LeaseId;
-use tollgate::{Decision, Lease, Policy, Request};
+use tollgate::{Decision, Lease, Policy, Request, Usage};
 
 use crate::config::PolicySet;
 use crate::error::{Code, ServiceError};
@@ -89,5 +89,43 @@ impl AppState {
     /// Forgets `key` under `policy`.
     pub(crate) async fn reset(&self, policy: &Policy, key: &[u8]) -> Result<(), ServiceError> {
         Ok(self.backend.store.reset(policy, key).await?)
+    }
+
+    /// A charge, a refund or a `check_at_most`, its units counted: a usage
+    /// record is answered (or its failure is), never dropped.
+    pub(crate) async fn usage(
+        &self,
+        policy: &Policy,
+        key: &[u8],
+        op: Usage,
+        cost: u64,
+    ) -> Result<Decision, ServiceError> {
+        let d = self.backend.store.usage(policy, key, op, cost).await?;
+        let (operation, units) = match op {
+            Usage::Charge => ("charged", cost),
+            Usage::Refund => ("refunded", cost),
+            _ => ("granted", d.granted),
+        };
+        tollgate::metrics::record_usage(policy.name(), operation, units);
+        Ok(d)
+    }
+
+    /// Settles a request admitted at `estimate` that cost `actual`.
+    pub(crate) async fn settle(
+        &self,
+        policy: &Policy,
+        key: &[u8],
+        estimate: u64,
+        actual: u64,
+    ) -> Result<Decision, ServiceError> {
+        let d = self
+            .backend
+            .store
+            .settle(policy, key, estimate, actual)
+            .await?;
+        let name = policy.name();
+        tollgate::metrics::record_usage(name, "charged", actual.saturating_sub(estimate));
+        tollgate::metrics::record_usage(name, "refunded", estimate.saturating_sub(actual));
+        Ok(d)
     }
 }

@@ -909,3 +909,88 @@ fn shadow_policies_and_shadow_mode_never_refuse() {
         "{stderr}"
     );
 }
+
+/// Usage over HTTP: a charge past the limit is recorded (200, `"allowed":
+/// false`) and then denies; a refund gives back; a settle charges or
+/// refunds the difference; `/v1/check` with `"at_most"` answers
+/// `"granted"`; costs that are negative, fractions or missing are 400s
+/// naming the field, an unknown policy a 404, a concurrency policy
+/// unsupported; and the metrics count the units charged, refunded and
+/// granted per policy.
+#[test]
+fn charge_refund_settle_and_at_most_over_http() {
+    let s = Service::start(CONFIG, &[]);
+    let k = |extra: Value| {
+        let mut body = json!({"policy": "books", "key": "u"});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        body
+    };
+    let r = s.post("/v1/check", k(json!({"at_most": 2})));
+    assert_eq!(
+        (r.status, r.json()["granted"].clone()),
+        (200, json!(2)),
+        "{r:?}"
+    );
+    assert_eq!(r.json()["remaining"], 1);
+    let r = s.post("/v1/charge", k(json!({"cost": 4})));
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(
+        (r.json()["allowed"].clone(), r.json()["remaining"].clone()),
+        (json!(false), json!(0))
+    );
+    assert!(r.header("ratelimit").is_some());
+    assert_eq!(s.post("/v1/check", k(json!({}))).status, 429);
+    let r = s.post("/v1/check", k(json!({"at_most": 5})));
+    assert_eq!((r.status, r.json()["granted"].clone()), (429, json!(0)));
+    // Used 6 of 3: a refund of 4 leaves 2 used.
+    let r = s.post("/v1/refund", k(json!({"cost": 4})));
+    assert_eq!((r.status, r.json()["remaining"].clone()), (200, json!(1)));
+    // A settle below its estimate refunds, above it charges.
+    let r = s.post("/v1/settle", k(json!({"estimate": 2, "actual": 0})));
+    assert_eq!((r.status, r.json()["remaining"].clone()), (200, json!(3)));
+    let r = s.post("/v1/settle", k(json!({"estimate": 1, "actual": 3})));
+    assert_eq!((r.status, r.json()["remaining"].clone()), (200, json!(1)));
+    for (path, body, field) in [
+        ("/v1/charge", k(json!({"cost": -1})), "cost"),
+        ("/v1/charge", k(json!({"cost": 1.5})), "cost"),
+        ("/v1/charge", k(json!({})), "cost"),
+        ("/v1/refund", k(json!({"cost": "3"})), "cost"),
+        (
+            "/v1/settle",
+            k(json!({"estimate": 1, "actual": -2})),
+            "actual",
+        ),
+        ("/v1/settle", k(json!({"actual": 2})), "estimate"),
+        ("/v1/check", k(json!({"at_most": -3})), "at_most"),
+        ("/v1/charge", k(json!({"cost": 1u64 << 53})), "cost"),
+    ] {
+        let r = s.post(path, body.clone());
+        assert_eq!(r.status, 400, "{path} {body}: {r:?}");
+        assert!(
+            r.body.contains(&format!("`{field}`")),
+            "{path} {body}: {r:?}"
+        );
+    }
+    let r = s.post(
+        "/v1/charge",
+        json!({"policy": "nope", "key": "u", "cost": 1}),
+    );
+    assert_eq!(
+        (r.status, r.error_code()),
+        (404, "unknown_policy".to_string())
+    );
+    let r = s.post(
+        "/v1/charge",
+        json!({"policy": "reports", "key": "u", "cost": 1}),
+    );
+    assert_eq!(r.error_code(), "unsupported");
+    let metrics = s.request("GET", "/metrics", "", &[]).body;
+    for (operation, units) in [("charged", 4 + 2), ("refunded", 4 + 2), ("granted", 2)] {
+        let line = format!(
+            "tollgate_usage_units_total{{policy=\"books\",operation=\"{operation}\"}} {units}"
+        );
+        assert!(metrics.contains(&line), "{line} in:\n{metrics}");
+    }
+}

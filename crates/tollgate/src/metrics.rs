@@ -17,10 +17,16 @@
 //! | `tollgate_pipelined_calls_total` | counter | |
 //! | `tollgate_master_switches_total` | counter | |
 //! | `tollgate_batch_refunds_total` | counter | |
+//! | `tollgate_usage_units_total` | counter | `policy`, `operation` (`charged`, `refunded`, `granted`) |
 
 use std::time::Duration;
 
 use crate::{Decision, StoreErrorKind};
+
+/// Counter: units of usage recorded, by policy and operation: `charged`
+/// (a charge, or a settle's actual cost above its estimate), `refunded`
+/// (a refund, or a settle's below), `granted` (by `check_at_most`).
+pub const USAGE_UNITS: &str = "tollgate_usage_units_total";
 
 /// Decisions, by policy, outcome and source.
 pub const DECISIONS: &str = "tollgate_decisions_total";
@@ -73,6 +79,15 @@ pub fn record_decision(policy: &str, decision: &Decision) {
     .increment(1);
     if decision.shadow {
         record_shadow_denial(policy);
+    }
+}
+
+/// Counts `units` of usage on `policy`: `operation` is `charged`,
+/// `refunded` or `granted` (see [`USAGE_UNITS`]).
+pub fn record_usage(policy: &str, operation: &'static str, units: u64) {
+    if units > 0 {
+        metrics::counter!(USAGE_UNITS, "policy" => policy.to_owned(), "operation" => operation)
+            .increment(units);
     }
 }
 

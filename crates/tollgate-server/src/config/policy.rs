@@ -4,6 +4,7 @@
 use std::ops::Range;
 
 use serde::Deserialize;
+use tollgate::algorithm::Period;
 use tollgate::{Policy, parse_duration};
 use toml::Spanned;
 
@@ -21,6 +22,9 @@ pub(super) struct RawPolicy {
     burst: Option<Spanned<i64>>,
     capacity: Option<Spanned<i64>>,
     lease: Option<Spanned<String>>,
+    /// A fixed window's calendar: an IANA zone or `UTC`; `window` is then
+    /// a period, `1d`, `1w`, `1mo` or `1y`.
+    calendar: Option<Spanned<String>>,
     /// The policy's group (`Policy::with_group`): one subject's state in
     /// one Redis Cluster slot.
     group: Option<Spanned<String>>,
@@ -34,9 +38,17 @@ pub(super) fn build(raw: &RawPolicy) -> Result<Policy, FieldError> {
     let algorithm = raw.algorithm.get_ref().as_str();
     let (allowed, policy): (&[&str], _) = match algorithm {
         "fixed_window" => (
-            &["limit", "window", "lease"],
-            Policy::fixed_window(name, count(raw, "limit")?, duration(raw, "window")?)
-                .and_then(|p| p.with_lease(leased(raw)?)),
+            &["limit", "window", "lease", "calendar"],
+            match &raw.calendar {
+                None => Policy::fixed_window(name, count(raw, "limit")?, duration(raw, "window")?),
+                Some(zone) => Policy::fixed_window_calendar(
+                    name,
+                    count(raw, "limit")?,
+                    period(raw)?,
+                    zone.get_ref(),
+                ),
+            }
+            .and_then(|p| p.with_lease(leased(raw)?)),
         ),
         "sliding_window" => (
             &["limit", "window", "lease"],
@@ -136,6 +148,7 @@ impl RawPolicy {
             ("window", self.window.as_ref().map(|v| v.span())),
             ("per", self.per.as_ref().map(|v| v.span())),
             ("lease", self.lease.as_ref().map(|v| v.span())),
+            ("calendar", self.calendar.as_ref().map(|v| v.span())),
         ] {
             if let Some(span) = span {
                 out.push((name, span));
@@ -192,6 +205,23 @@ fn leased(raw: &RawPolicy) -> Result<bool, tollgate::Error> {
             reason: format!("a window's `lease` is \"auto\" or \"off\", got {other:?}"),
         }),
     }
+}
+
+/// A calendar window's period, from `window`.
+fn period(raw: &RawPolicy) -> Result<Period, FieldError> {
+    let value = raw
+        .window
+        .as_ref()
+        .ok_or_else(|| (None, "missing field `window`".to_string()))?;
+    Period::parse(value.get_ref()).ok_or_else(|| {
+        (
+            Some(value.span()),
+            format!(
+                "with `calendar`, `window` must be \"1d\", \"1w\", \"1mo\" or \"1y\", got {:?}",
+                value.get_ref()
+            ),
+        )
+    })
 }
 
 fn duration(raw: &RawPolicy, field: &'static str) -> Result<std::time::Duration, FieldError> {

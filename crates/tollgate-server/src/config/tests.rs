@@ -219,3 +219,37 @@ fn a_policy_takes_a_group() {
     assert_eq!(e[0].line, 6, "{}", e[0]);
     assert!(e[0].message.contains("group"), "{}", e[0]);
 }
+
+/// A calendar window from the file: its period and zone, and each
+/// mistake with its line: a window that is no period, a zone no
+/// database knows, a calendar on another algorithm.
+#[test]
+fn calendar_windows_parse_and_their_errors_have_lines() {
+    let set = Config::parse(
+        "t.toml",
+        "[[policy]]\nname = \"tokens\"\nalgorithm = \"fixed_window\"\nlimit = 1000000\nwindow = \"1mo\"\ncalendar = \"Europe/Paris\"\n",
+    )
+    .unwrap()
+    .policies;
+    let tollgate::Algorithm::FixedWindow(fw) = set.get("tokens").unwrap().algorithm() else {
+        panic!("a fixed window");
+    };
+    let calendar = fw.calendar().expect("a calendar window");
+    assert_eq!(
+        (calendar.period(), calendar.zone()),
+        (tollgate::algorithm::Period::Month, "Europe/Paris")
+    );
+    let e = parse("c.toml", "[[policy]]\nname = \"a\"\nalgorithm = \"fixed_window\"\nlimit = 1\nwindow = \"30d\"\ncalendar = \"UTC\"\n").unwrap_err();
+    assert_eq!(e[0].line, 5, "{}", e[0]);
+    assert!(e[0].message.contains("1mo"), "{}", e[0]);
+    let e = parse("c.toml", "[[policy]]\nname = \"a\"\nalgorithm = \"fixed_window\"\nlimit = 1\nwindow = \"1d\"\ncalendar = \"Mars/Base\"\n").unwrap_err();
+    assert_eq!(e[0].line, 6, "{}", e[0]);
+    assert!(e[0].message.contains("Mars/Base"), "{}", e[0]);
+    let e = parse("c.toml", "[[policy]]\nname = \"a\"\nalgorithm = \"sliding_log\"\nlimit = 1\nwindow = \"1d\"\ncalendar = \"UTC\"\n").unwrap_err();
+    assert_eq!(e[0].line, 6, "{}", e[0]);
+    assert!(
+        e[0].message.contains("`calendar` does not apply"),
+        "{}",
+        e[0]
+    );
+}

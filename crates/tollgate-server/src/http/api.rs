@@ -12,7 +12,7 @@ use http::{HeaderValue, StatusCode};
 use serde_json::{Map, Value, json};
 use tollgate::algorithm::LeaseId;
 use tollgate::store::resilient::{BreakerState, OnFailure};
-use tollgate::{Decision, Policy, Request};
+use tollgate::{Decision, Policy, Request, Usage};
 use tollgate_tower::headers::{RateLimitHeaders, ceil_millis, ceil_secs};
 
 use super::MAX_BODY;
@@ -129,10 +129,78 @@ pub(super) async fn check(
     }
     let policy = policy(&set, &obj)?;
     let key = string(&obj, "key")?;
+    if obj.contains_key("at_most") {
+        if obj.contains_key("cost") {
+            return Err(ServiceError::invalid("give `cost` or `at_most`, not both"));
+        }
+        let at_most = integer(&obj, "at_most", None)?;
+        let d = state
+            .usage(policy, key.as_bytes(), Usage::AtMost, at_most)
+            .await?;
+        let mut body = decision_json(policy, &d);
+        body["granted"] = json!(d.granted);
+        return Ok(answer(&[(policy, d)], body));
+    }
     let cost = integer(&obj, "cost", Some(1))?;
     let d = state.check(policy, key.as_bytes(), cost).await?;
     let decided = [(policy, d)];
     Ok(answer(&decided, decision_json(policy, &d)))
+}
+
+/// `POST /v1/charge` and `POST /v1/refund`: usage recorded after the fact,
+/// or given back. Always 200 once recorded (a charge past the limit is
+/// recorded, and says so with `"allowed": false`), with the headers of the
+/// state it left.
+pub(super) async fn charge(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult {
+    usage(&state, body, Usage::Charge).await
+}
+
+/// See [`charge`].
+pub(super) async fn refund(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult {
+    usage(&state, body, Usage::Refund).await
+}
+
+async fn usage(state: &AppState, body: Result<Bytes, BytesRejection>, op: Usage) -> ApiResult {
+    let obj = object(body)?;
+    let set = state.policies();
+    let policy = policy(&set, &obj)?;
+    let key = string(&obj, "key")?;
+    let cost = integer(&obj, "cost", None)?;
+    let d = state.usage(policy, key.as_bytes(), op, cost).await?;
+    Ok(recorded(policy, &d))
+}
+
+/// `POST /v1/settle`: `{"policy", "key", "estimate", "actual"}` after a
+/// check of `estimate`; answered as a charge.
+pub(super) async fn settle(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult {
+    let obj = object(body)?;
+    let set = state.policies();
+    let policy = policy(&set, &obj)?;
+    let key = string(&obj, "key")?;
+    let estimate = integer(&obj, "estimate", None)?;
+    let actual = integer(&obj, "actual", None)?;
+    let d = state
+        .settle(policy, key.as_bytes(), estimate, actual)
+        .await?;
+    Ok(recorded(policy, &d))
+}
+
+/// 200 with the decision a usage record left and its headers.
+fn recorded(policy: &Policy, d: &Decision) -> Response {
+    let mut response = Json(decision_json(policy, d)).into_response();
+    if let Some(h) = RateLimitHeaders::new([(policy, d)].into_iter()) {
+        h.append_to(response.headers_mut());
+    }
+    response
 }
 
 async fn check_many(

@@ -29,6 +29,9 @@ pub(crate) const MAX_BODY: usize = 64 * 1024;
 pub(crate) fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/v1/check", post(api::check))
+        .route("/v1/charge", post(api::charge))
+        .route("/v1/refund", post(api::refund))
+        .route("/v1/settle", post(api::settle))
         .route("/v1/reserve", post(api::reserve))
         .route("/v1/acquire", post(api::acquire))
         .route("/v1/release", post(api::release))
