@@ -2,6 +2,8 @@
 //! binary with an ERL YAML directory and ERL's environment variables,
 //! spoken to over gRPC, `/json` and the health endpoints; reloads; a Redis
 //! shared with a (simulated) ERL instance.
+//!
+//! Kept whole on purpose: one concern, ERL mode run end to end with one set of process helpers.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

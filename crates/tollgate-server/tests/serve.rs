@@ -1,6 +1,8 @@
 //! `tollgate serve`, `check` and `validate`, run as users run them: the
 //! binary on an ephemeral port, spoken to over real sockets; the memory
 //! store and Redis servers that the tests start.
+//!
+//! Kept whole on purpose: one concern, the binary as users run it, with one set of process helpers.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

@@ -1,5 +1,7 @@
 //! The middleware in a real axum router: `oneshot`, a real socket, and two
 //! routers sharing one limit through Redis.
+//!
+//! Kept whole on purpose: one concern, the middleware inside a real axum router.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

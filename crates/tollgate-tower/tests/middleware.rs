@@ -4,6 +4,8 @@
 //!
 //! The mock service panics when a clone that was not made ready is called,
 //! so every test here also checks that the middleware never does that.
+//!
+//! Kept whole on purpose: one concern, the middleware's contract with `tower-test`, on one set of mocks.
 
 use std::future::Future;
 use std::pin::Pin;

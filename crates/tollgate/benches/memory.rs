@@ -13,6 +13,8 @@
 //! for example under a profiler). `-- --paired` compares the keyed rows
 //! with governor's in alternating batches instead (see [`paired`]), and
 //! `-- --usage` the usage operations with `check` (see [`usage`]).
+//!
+//! Kept whole on purpose: one benchmark, whose figures are compared with governor's in the same run.
 
 use std::hint::black_box;
 use std::num::NonZeroU32;

@@ -21,6 +21,8 @@
 //! tb-us, gcra-us, lb-us) only those policies in it. `-- --instructions`
 //! counts each script's instructions per call under callgrind instead
 //! (needs valgrind).
+//!
+//! Kept whole on purpose: one benchmark against one `redis-server`, whose rows are reported side by side.
 
 use std::future::Future;
 use std::pin::Pin;

@@ -8,6 +8,8 @@
 //! the first moment a condition holds, where the crate uses closed forms.
 //! Failing cases are kept in `reference.proptest-regressions`, next to
 //! this file, and replayed first on every run.
+//!
+//! Kept whole on purpose: the reference models and the runs that compare them with the store read together.
 
 use std::collections::HashMap;
 use std::time::Duration;

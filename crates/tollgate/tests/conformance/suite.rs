@@ -1,5 +1,7 @@
 //! The cases. Each takes a harness (a store and what the case needs to see
 //! behind it) and the manual clock the store reads.
+//!
+//! Kept whole on purpose: it is the one suite every store runs, and its cases share one harness.
 
 use std::time::Duration;
 

@@ -1,5 +1,7 @@
 //! Outages: the server killed, frozen, paused, busy, flushed and
 //! restarted; several instances sharing a limit; a cluster failover.
+//!
+//! Kept whole on purpose: one concern, outages of the server, one scenario per test.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

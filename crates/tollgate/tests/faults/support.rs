@@ -1,6 +1,8 @@
 //! What every fault test shares: the metrics recorder, the stores, a load
 //! of concurrent callers, the admission bound checked over every interval,
 //! and one row of figures per scenario.
+//!
+//! Kept whole on purpose: the shared support of one suite; its parts (recorder, load, bound, figures) are used together.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
