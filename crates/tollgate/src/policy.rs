@@ -243,14 +243,6 @@ impl Policy {
         self.algorithm.limit().0
     }
 
-    /// The old name of [`time_span`](Policy::time_span), which said
-    /// "window" of a `per` and a lease too; kept so that callers still
-    /// build.
-    #[doc(hidden)]
-    pub fn window(&self) -> Duration {
-        self.time_span()
-    }
-
     /// The time span the quota is counted over: a window's length, a
     /// bucket's `per`, or a concurrency policy's lease (what the `w` of a
     /// `RateLimit-Policy` header shows).

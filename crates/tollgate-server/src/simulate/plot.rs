@@ -138,7 +138,7 @@ fn text(size: f64) -> TextStyle<'static> {
 fn limit_per_bin(policy: &Policy, bin_us: u64) -> Option<f64> {
     let (amount, per) = match policy.algorithm() {
         Algorithm::FixedWindow(_) | Algorithm::SlidingWindow(_) | Algorithm::SlidingLog(_) => {
-            (policy.limit(), policy.window().as_micros() as u64)
+            (policy.limit(), policy.time_span().as_micros() as u64)
         }
         Algorithm::TokenBucket(a) => (a.rate().rate, a.rate().per),
         Algorithm::Gcra(a) => (a.rate().rate, a.rate().per),
@@ -155,25 +155,29 @@ fn describe(policy: &Policy) -> String {
         Algorithm::TokenBucket(a) => format!(
             "{} per {}, burst {}",
             a.rate().rate,
-            d(policy.window()),
+            d(policy.time_span()),
             a.burst()
         ),
         Algorithm::Gcra(a) => format!(
             "{} per {}, burst {}",
             a.rate().rate,
-            d(policy.window()),
+            d(policy.time_span()),
             a.burst()
         ),
         Algorithm::LeakyBucket(a) => format!(
             "{} per {}, capacity {}",
             a.rate().rate,
-            d(policy.window()),
+            d(policy.time_span()),
             a.capacity()
         ),
         Algorithm::Concurrency(_) => {
-            format!("{} at once, lease {}", policy.limit(), d(policy.window()))
+            format!(
+                "{} at once, lease {}",
+                policy.limit(),
+                d(policy.time_span())
+            )
         }
-        _ => format!("{} per {}", policy.limit(), d(policy.window())),
+        _ => format!("{} per {}", policy.limit(), d(policy.time_span())),
     }
 }
 
@@ -226,7 +230,7 @@ fn policy_panel<DB: DrawingBackend>(
     let y_desc = unit(&[t], bins);
     mesh(&mut chart, &axis, &y_desc)?;
 
-    let window = policy.window().as_micros() as u64;
+    let window = policy.time_span().as_micros() as u64;
     let mut legend = vec![
         (Swatch::Bar(palette::ADMITTED), "admitted".to_string()),
         (Swatch::Bar(palette::DENIED), "denied".to_string()),
@@ -242,7 +246,7 @@ fn policy_panel<DB: DrawingBackend>(
             .map_err(|e| e.to_string())?;
         let label = format!(
             "busiest {}: {} admitted",
-            tollgate::format_duration(policy.window()),
+            tollgate::format_duration(policy.time_span()),
             t.busiest
         );
         let (x, anchor) = if x0 < axis.end / 2.0 {
@@ -407,7 +411,7 @@ fn compare_panel<DB: DrawingBackend>(
             let y = top * (1.0 - 0.1 - 0.11 * n as f64);
             let tick = top * 0.025;
             let x0 = axis.seconds(t.busiest_at);
-            let x1 = (x0 + policy.window().as_micros() as f64 / 1e6).min(axis.end);
+            let x1 = (x0 + policy.time_span().as_micros() as f64 / 1e6).min(axis.end);
             chart
                 .draw_series(std::iter::once(PathElement::new(
                     vec![(x0, y - tick), (x0, y), (x1, y), (x1, y - tick)],
@@ -420,7 +424,7 @@ fn compare_panel<DB: DrawingBackend>(
                         "{}: {} admitted in its busiest {}",
                         policy.name(),
                         t.busiest,
-                        tollgate::format_duration(policy.window())
+                        tollgate::format_duration(policy.time_span())
                     ),
                     ((x0 + x1) / 2.0, y + tick * 0.3),
                     text(TEXT_SIZE).pos(Pos::new(HPos::Center, VPos::Bottom)),

@@ -161,7 +161,7 @@ impl Tally {
             ],
             windows: policies
                 .iter()
-                .map(|p| p.window().as_micros() as u64)
+                .map(|p| p.time_span().as_micros() as u64)
                 .collect(),
             keys: per_key.then(HashMap::new),
         }
@@ -227,7 +227,7 @@ impl Tally {
                 t.admitted,
                 t.requests - t.admitted,
                 t.busiest,
-                tollgate::format_duration(policy.window()),
+                tollgate::format_duration(policy.time_span()),
             )?;
         }
         Ok(())

@@ -13,7 +13,6 @@ use std::time::Duration;
 use crate::algorithm::{LeaseId, Usage};
 use crate::{Decision, Policy, Result};
 
-pub(crate) use self::memory::key as composite;
 pub mod deferred;
 pub mod leasing;
 pub mod memory;

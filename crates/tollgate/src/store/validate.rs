@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use super::Request;
-use super::composite::KeyRef;
+use super::memory::key::KeyRef;
 use crate::algorithm::{Concurrency, Usage};
 use crate::{Error, Policy, Result, validate_key};
 
