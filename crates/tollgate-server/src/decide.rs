@@ -1,6 +1,6 @@
 //! The one decision path both front ends take: the policy looked up in
-//! the snapshot, the store called, the decisions counted (unless a
-//! resilient store counts them itself), and any failure classified
+//! the snapshot, the store called, the decisions counted (for the status
+//! page, and in the metrics unless a resilient store counts them itself), and any failure classified
 //! (`error.rs`). HTTP (`http/api.rs`) and gRPC (`grpc.rs`) only parse
 //! requests and write answers around it.
 
@@ -20,10 +20,13 @@ pub(crate) fn policy<'a>(set: &'a PolicySet, name: &str) -> Result<&'a Policy, S
 }
 
 impl AppState {
-    /// Counts decisions when no resilient store does it already.
+    /// Counts decisions for the status page, and in the metrics when no
+    /// resilient store counts them already.
     fn record<'p>(&self, decided: impl IntoIterator<Item = (&'p Policy, &'p Decision)>) {
-        if self.backend.resilient.is_none() {
-            for (p, d) in decided {
+        let metrics = self.backend.resilient.is_none();
+        for (p, d) in decided {
+            self.status.stats.record(p.name(), d.allowed && !d.shadow);
+            if metrics {
                 tollgate::metrics::record_decision(p.name(), d);
             }
         }

@@ -17,6 +17,7 @@ mod palette;
 mod serve;
 mod simulate;
 mod state;
+mod status;
 mod store;
 mod validate;
 

@@ -9,7 +9,6 @@ pub(crate) struct Rgb(pub(crate) u8, pub(crate) u8, pub(crate) u8);
 
 impl Rgb {
     /// `#rrggbb`, for CSS.
-    #[allow(dead_code)] // the status page's stylesheet reads it
     pub(crate) fn hex(self) -> String {
         format!("#{:02x}{:02x}{:02x}", self.0, self.1, self.2)
     }

@@ -270,6 +270,7 @@ async fn serve(
         token: config.server.token.clone(),
         policies: RwLock::new(Arc::new(config.policies.clone())),
         metrics: metrics.clone(),
+        status: Default::default(),
     });
     if let Some(handle) = metrics {
         // Without an exporter task, histograms are drained here.
@@ -388,9 +389,14 @@ async fn reload_on_change(
                 }
                 let names: Vec<&str> = new.policies.policies.iter().map(|p| p.name()).collect();
                 tracing::info!(policies = ?names, "reloaded {}", path.display());
+                let message = format!("applied, policies: {}", names.join(", "));
                 state.replace_policies(new.policies);
+                state.status.reloaded(true, message);
             }
             Err(errors) => {
+                let first = errors.first().map(ToString::to_string).unwrap_or_default();
+                let message = format!("refused, the running config stays: {first}");
+                state.status.reloaded(false, message);
                 for e in errors {
                     tracing::error!("reload refused, the running config stays: {e}");
                 }

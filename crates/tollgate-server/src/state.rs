@@ -1,5 +1,6 @@
 //! What the HTTP and gRPC front ends share: the store, the policies in
-//! force (swapped whole on reload), the token and the metrics handle.
+//! force (swapped whole on reload), the token, the metrics handle and
+//! what the status page shows.
 
 use std::sync::{Arc, RwLock};
 
@@ -16,6 +17,8 @@ pub(crate) struct AppState {
     pub(crate) policies: RwLock<Arc<PolicySet>>,
     pub(crate) token: Option<String>,
     pub(crate) metrics: Option<PrometheusHandle>,
+    /// Uptime, decisions per second by policy, the last reload.
+    pub(crate) status: crate::status::Status,
 }
 
 impl AppState {

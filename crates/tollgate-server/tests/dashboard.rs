@@ -3,15 +3,16 @@
 //! that the test starts, after traffic (allowed, denied, shadow denials)
 //! and after Redis dies (store errors, the breaker opening).
 
+mod common;
+
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tollgate_testkit::RedisServer;
+
+use common::service::Service;
 
 const CONFIG: &str = r#"
 [[policy]]
@@ -59,68 +60,6 @@ fn metric_names(query: &str) -> Vec<String> {
     names
 }
 
-/// A running `tollgate serve`; killed when dropped.
-struct Service {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Service {
-    fn start(config: &Path, redis: &str) -> Service {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-            .arg(config)
-            .args(["--redis", redis])
-            .env_remove("TOLLGATE_TOKEN")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut first = String::new();
-        stdout.read_line(&mut first).unwrap();
-        std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
-        let addr = first
-            .trim()
-            .strip_prefix("tollgate listening on http://")
-            .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
-            .to_string();
-        Service { child, addr }
-    }
-
-    /// One HTTP/1.1 request; the response's text.
-    fn request(&self, method: &str, path: &str, body: &str) -> String {
-        let mut stream = TcpStream::connect(&self.addr).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        write!(
-            stream,
-            "{method} {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
-        let mut response = String::new();
-        stream.read_to_string(&mut response).unwrap();
-        response
-    }
-
-    fn check(&self, policy: &str, key: usize) -> String {
-        self.request(
-            "POST",
-            "/v1/check",
-            &format!("{{\"policy\":\"{policy}\",\"key\":\"user-{key}\"}}"),
-        )
-    }
-}
-
 #[test]
 fn every_metric_the_dashboard_queries_is_exported() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/grafana/tollgate.json");
@@ -148,7 +87,7 @@ fn every_metric_the_dashboard_queries_is_exported() {
     let config = dir.join("tollgate.toml");
     std::fs::write(&config, CONFIG).unwrap();
     let redis = RedisServer::start();
-    let service = Service::start(&config, &redis.url());
+    let service = Service::start(&config, &["--redis", &redis.url()]);
     for _ in 0..4 {
         service.check("books", 0);
         service.check("trial", 0);

@@ -40,6 +40,8 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(api::ready))
         .route("/metrics", get(api::metrics))
+        .route("/", get(crate::status::page))
+        .route("/v1/stats", get(crate::status::stats))
         .fallback(|| async { ServiceError::new(Code::NotFound, "no such endpoint") })
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
@@ -47,15 +49,17 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-/// With a token configured, every endpoint but `/healthz` wants
-/// `Authorization: Bearer <token>`, compared in constant time.
+/// With a token configured, every endpoint but `/healthz` and the status
+/// page itself (`/`, which holds no data: it asks for the token and sends
+/// it to `/v1/stats`) wants `Authorization: Bearer <token>`, compared in
+/// constant time.
 async fn authenticate(
     State(state): State<Arc<AppState>>,
     request: Request,
     next: Next,
 ) -> Response {
     if let Some(token) = &state.token
-        && request.uri().path() != "/healthz"
+        && !matches!(request.uri().path(), "/healthz" | "/")
     {
         let given = request
             .headers()

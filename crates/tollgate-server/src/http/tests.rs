@@ -51,6 +51,7 @@ async fn state(settings: StoreSettings, token: Option<&str>, metrics: bool) -> A
                 .build_recorder()
                 .handle()
         }),
+        status: Default::default(),
     })
 }
 

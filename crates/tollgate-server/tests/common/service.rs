@@ -1,0 +1,84 @@
+//! A running `tollgate serve` on an ephemeral port, spoken to over a real
+//! socket (the dashboard and status page tests share it).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// A running `tollgate serve`; killed when dropped.
+pub(crate) struct Service {
+    child: Child,
+    pub(crate) addr: String,
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Service {
+    /// `tollgate serve --config CONFIG ARGS` on 127.0.0.1, port picked by
+    /// the system.
+    pub(crate) fn start(config: &Path, args: &[&str]) -> Service {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+            .arg(config)
+            .args(args)
+            .env_remove("TOLLGATE_TOKEN")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut first = String::new();
+        stdout.read_line(&mut first).unwrap();
+        std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+        let addr = first
+            .trim()
+            .strip_prefix("tollgate listening on http://")
+            .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+            .to_string();
+        Service { child, addr }
+    }
+
+    /// One HTTP/1.1 request with extra header lines; the response's text.
+    pub(crate) fn request_with(
+        &self,
+        method: &str,
+        path: &str,
+        body: &str,
+        headers: &str,
+    ) -> String {
+        let mut stream = TcpStream::connect(&self.addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        write!(
+            stream,
+            "{method} {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n{headers}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        response
+    }
+
+    /// One HTTP/1.1 request; the response's text.
+    pub(crate) fn request(&self, method: &str, path: &str, body: &str) -> String {
+        self.request_with(method, path, body, "")
+    }
+
+    /// `POST /v1/check` for `user-KEY`; the response's text.
+    pub(crate) fn check(&self, policy: &str, key: usize) -> String {
+        self.request(
+            "POST",
+            "/v1/check",
+            &format!("{{\"policy\":\"{policy}\",\"key\":\"user-{key}\"}}"),
+        )
+    }
+}

@@ -1,0 +1,175 @@
+//! The status page in a real browser: `tollgate serve` on a Redis the test
+//! starts, some allowed and denied traffic, then Debian's headless
+//! Chromium renders `GET /` and the test reads the DOM after the page's
+//! script has polled `/v1/stats`: a row per policy, the counts, the
+//! breaker. It also takes a screenshot. `/v1/stats` itself is checked for
+//! the token and for never naming a limited key.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tollgate_testkit::RedisServer;
+
+use common::service::Service;
+
+const CONFIG: &str = r#"
+[[policy]]
+name = "login"
+algorithm = "fixed_window"
+limit = 3
+window = "1h"
+
+[[policy]]
+name = "api"
+algorithm = "token_bucket"
+rate = 5
+per = "1h"
+burst = 5
+"#;
+
+fn temp_dir() -> PathBuf {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "tollgate-status-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Runs headless Chromium on `url` with `args` and a fresh profile; killed
+/// if it has not finished within two minutes.
+fn chromium(dir: &Path, url: &str, args: &[&str]) -> Output {
+    let profile = dir.join(format!("profile-{}", fastrand::u32(..)));
+    let mut child = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--virtual-time-budget=5000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(args)
+        .arg(url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("chromium is installed (scripts/test installs it)");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("chromium did not finish within 2 minutes");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "chromium exited {:?}", out.status);
+    out
+}
+
+/// The text of the first `<tag … class="CLASS">` cell in `row`.
+fn cell<'a>(row: &'a str, class: &str) -> &'a str {
+    let start = row
+        .find(&format!("class=\"{class}\">"))
+        .unwrap_or_else(|| panic!("no {class} cell in {row}"));
+    let text = &row[start + class.len() + 9..];
+    &text[..text.find('<').unwrap()]
+}
+
+/// The `<tr>` of `policy` in the rendered DOM.
+fn row<'a>(dom: &'a str, policy: &str) -> &'a str {
+    let start = dom
+        .find(&format!("<tr data-policy=\"{policy}\">"))
+        .unwrap_or_else(|| panic!("no row for {policy} in {dom}"));
+    let row = &dom[start..];
+    &row[..row.find("</tr>").unwrap()]
+}
+
+#[test]
+fn the_page_shows_policies_counts_and_the_breaker_in_chromium() {
+    let redis = RedisServer::start();
+    let dir = temp_dir();
+    let config = dir.join("tollgate.toml");
+    std::fs::write(&config, CONFIG).unwrap();
+    let service = Service::start(&config, &["--redis", &redis.url()]);
+    // login: 3 allowed then 7 denied; api: 5 allowed then 3 denied.
+    for _ in 0..10 {
+        service.check("login", 42);
+    }
+    for _ in 0..8 {
+        service.check("api", 42);
+    }
+    let url = format!("http://{}/", service.addr);
+
+    let out = chromium(&dir, &url, &["--dump-dom"]);
+    let dom = String::from_utf8(out.stdout).unwrap();
+    assert!(dom.contains("Updated "), "the page never polled: {dom}");
+    let login = row(&dom, "login");
+    assert_eq!(cell(login, "n allowed"), "3", "{login}");
+    assert_eq!(cell(login, "n denied"), "7", "{login}");
+    assert!(login.contains("fixed_window"), "{login}");
+    let api = row(&dom, "api");
+    assert_eq!(cell(api, "n allowed"), "5", "{api}");
+    assert_eq!(cell(api, "n denied"), "3", "{api}");
+    // The charts were drawn: both series have bars.
+    assert!(login.contains("<path class=\"a\" d=\"M"), "{login}");
+    assert!(login.contains("<path class=\"d\" d=\"M"), "{login}");
+    assert!(dom.contains("<dd id=\"breaker\" class=\"\">closed</dd>"), "{dom}");
+    assert!(dom.contains("none since start"), "{dom}");
+    assert!(!dom.contains("user-42"), "a limited key on the page: {dom}");
+
+    let png = dir.join("page.png");
+    chromium(
+        &dir,
+        &url,
+        &[
+            &format!("--screenshot={}", png.display()),
+            "--window-size=1200,900",
+        ],
+    );
+    let bytes = std::fs::read(&png).unwrap();
+    assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");
+    assert!(bytes.len() > 10_000, "an empty screenshot: {} bytes", bytes.len());
+}
+
+#[test]
+fn with_a_token_stats_want_it_and_the_page_asks_for_it() {
+    let dir = temp_dir();
+    let config = dir.join("tollgate.toml");
+    std::fs::write(&config, CONFIG).unwrap();
+    let service = Service::start(&config, &["--token", "s3cret"]);
+    service.check("login", 7);
+    let page = service.request("GET", "/", "");
+    assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+    assert!(page.contains("text/html; charset=utf-8"), "{page}");
+    // The palette is put into the stylesheet: admitted blue, denied vermillion.
+    assert!(page.contains("--admitted: #0072b2; --denied: #d55e00;"), "{page}");
+    let refused = service.request("GET", "/v1/stats", "");
+    assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
+    let stats = service.request_with("GET", "/v1/stats", "", "Authorization: Bearer s3cret\r\n");
+    assert!(stats.starts_with("HTTP/1.1 200"), "{stats}");
+    assert!(!stats.contains("user-7"), "a limited key in the stats: {stats}");
+    let body: Value = serde_json::from_str(stats.split_once("\r\n\r\n").unwrap().1).unwrap();
+    let policies = body["policies"].as_array().unwrap();
+    assert_eq!(policies.len(), 2);
+    // The check was refused (no token), so nothing was counted.
+    assert_eq!(policies[0]["allowed"].as_array().unwrap().len(), 180);
+    assert_eq!(body["store"]["breaker"], Value::Null);
+
+    // The browser without a token: the page asks for it.
+    let out = chromium(&dir, &format!("http://{}/", service.addr), &["--dump-dom"]);
+    let dom = String::from_utf8(out.stdout).unwrap();
+    assert!(dom.contains("A token is required."), "{dom}");
+    assert!(dom.contains("<form id=\"login\">"), "the form stays hidden: {dom}");
+}
