@@ -7,15 +7,14 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tollgate_testkit::RedisServer;
 
-use common::service::Service;
+use common::service::{Service, temp_dir};
 
 const CONFIG: &str = r#"
 [[policy]]
@@ -31,17 +30,6 @@ rate = 5
 per = "1h"
 burst = 5
 "#;
-
-fn temp_dir() -> PathBuf {
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "tollgate-status-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 /// Runs headless Chromium on `url` with `args` and a fresh profile; killed
 /// if it has not finished within two minutes.
@@ -125,7 +113,10 @@ fn the_page_shows_policies_counts_and_the_breaker_in_chromium() {
     // The charts were drawn: both series have bars.
     assert!(login.contains("<path class=\"a\" d=\"M"), "{login}");
     assert!(login.contains("<path class=\"d\" d=\"M"), "{login}");
-    assert!(dom.contains("<dd id=\"breaker\" class=\"\">closed</dd>"), "{dom}");
+    assert!(
+        dom.contains("<dd id=\"breaker\" class=\"\">closed</dd>"),
+        "{dom}"
+    );
     assert!(dom.contains("none since start"), "{dom}");
     assert!(!dom.contains("user-42"), "a limited key on the page: {dom}");
 
@@ -140,7 +131,11 @@ fn the_page_shows_policies_counts_and_the_breaker_in_chromium() {
     );
     let bytes = std::fs::read(&png).unwrap();
     assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");
-    assert!(bytes.len() > 10_000, "an empty screenshot: {} bytes", bytes.len());
+    assert!(
+        bytes.len() > 10_000,
+        "an empty screenshot: {} bytes",
+        bytes.len()
+    );
 }
 
 #[test]
@@ -154,12 +149,18 @@ fn with_a_token_stats_want_it_and_the_page_asks_for_it() {
     assert!(page.starts_with("HTTP/1.1 200"), "{page}");
     assert!(page.contains("text/html; charset=utf-8"), "{page}");
     // The palette is put into the stylesheet: admitted blue, denied vermillion.
-    assert!(page.contains("--admitted: #0072b2; --denied: #d55e00;"), "{page}");
+    assert!(
+        page.contains("--admitted: #0072b2; --denied: #d55e00;"),
+        "{page}"
+    );
     let refused = service.request("GET", "/v1/stats", "");
     assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
     let stats = service.request_with("GET", "/v1/stats", "", "Authorization: Bearer s3cret\r\n");
     assert!(stats.starts_with("HTTP/1.1 200"), "{stats}");
-    assert!(!stats.contains("user-7"), "a limited key in the stats: {stats}");
+    assert!(
+        !stats.contains("user-7"),
+        "a limited key in the stats: {stats}"
+    );
     let body: Value = serde_json::from_str(stats.split_once("\r\n\r\n").unwrap().1).unwrap();
     let policies = body["policies"].as_array().unwrap();
     assert_eq!(policies.len(), 2);
@@ -171,5 +172,8 @@ fn with_a_token_stats_want_it_and_the_page_asks_for_it() {
     let out = chromium(&dir, &format!("http://{}/", service.addr), &["--dump-dom"]);
     let dom = String::from_utf8(out.stdout).unwrap();
     assert!(dom.contains("A token is required."), "{dom}");
-    assert!(dom.contains("<form id=\"login\">"), "the form stays hidden: {dom}");
+    assert!(
+        dom.contains("<form id=\"login\">"),
+        "the form stays hidden: {dom}"
+    );
 }

@@ -123,7 +123,8 @@ pub(crate) async fn stats(State(state): State<Arc<AppState>>) -> Response {
         "deny_cache_keys": Value::Null,
     });
     let reload = status.reload.lock().expect("reload lock").clone();
-    let reload = reload.map(|r| json!({"at_unix_ms": unix_ms(r.at), "ok": r.ok, "message": r.message}));
+    let reload =
+        reload.map(|r| json!({"at_unix_ms": unix_ms(r.at), "ok": r.ok, "message": r.message}));
     Json(json!({
         "version": env!("CARGO_PKG_VERSION"),
         "uptime_s": now.duration_since(status.started).as_secs(),
