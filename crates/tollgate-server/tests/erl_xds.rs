@@ -80,7 +80,7 @@ fn refuses_what_it_cannot_do() {
                 ("CONFIG_GRPC_XDS_SERVER_USE_TLS", "true"),
             ],
             vec![],
-            "CONFIG_GRPC_XDS_SERVER_USE_TLS=true",
+            "CONFIG_GRPC_XDS_SERVER_USE_TLS=true needs CONFIG_GRPC_XDS_SERVER_TLS_CACERT",
         ),
         (
             vec![("CONFIG_TYPE", "GRPC_XDS_SOTW")],

@@ -47,7 +47,7 @@ impl Source {
 /// server (`CONFIG_TYPE=GRPC_XDS_SOTW`, followed for ever).
 enum Origin {
     Files(Source, Fingerprint),
-    Xds(super::xds::XdsSettings),
+    Xds(Box<super::xds::XdsSettings>),
 }
 
 /// Runs ERL mode until SIGTERM or SIGINT: exit 0; 2 for a bad config or
@@ -72,7 +72,12 @@ pub(crate) fn run(flags: Flags) -> i32 {
             return 2;
         }
         // Until the server's first push, no domain has a config.
-        return start(flags, env, Origin::Xds(xds), super::ErlConfig::default());
+        return start(
+            flags,
+            env,
+            Origin::Xds(Box::new(xds)),
+            super::ErlConfig::default(),
+        );
     }
     let Some(path) = flags
         .envoy_config
@@ -198,7 +203,7 @@ async fn serve(flags: Flags, env: ErlEnv, origin: Origin, config: super::ErlConf
     }
     match origin {
         Origin::Files(source, seen) => tokio::spawn(reload_on_change(state.clone(), source, seen)),
-        Origin::Xds(xds) => tokio::spawn(super::xds::run(state.clone(), xds)),
+        Origin::Xds(xds) => tokio::spawn(super::xds::run(state.clone(), *xds)),
     };
     let (stop, stopping) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {

@@ -80,9 +80,15 @@ fn jittered(d: Duration) -> Duration {
 
 /// One connection and its stream, until it fails.
 async fn session(state: &ErlState, settings: &XdsSettings, version: &mut String) -> Ended {
-    let endpoint = match tonic::transport::Endpoint::from_shared(settings.server.clone()) {
-        Ok(e) => e.connect_timeout(Duration::from_secs(10)),
-        Err(e) => return Ended::NotConnected(e.to_string()),
+    let endpoint = tonic::transport::Endpoint::from_shared(settings.server.clone())
+        .map(|e| e.connect_timeout(Duration::from_secs(10)))
+        .and_then(|e| match &settings.tls {
+            Some(tls) => e.tls_config(tls.clone()),
+            None => Ok(e),
+        });
+    let endpoint = match endpoint {
+        Ok(e) => e,
+        Err(e) => return Ended::NotConnected(describe(&e)),
     };
     let channel = match endpoint.connect().await {
         Ok(c) => c,

@@ -12,13 +12,21 @@
 //! reset once the server answers. Durations are Go's (`500ms`, `3s`,
 //! `1m30s`).
 //!
-//! Refused: `CONFIG_GRPC_XDS_SERVER_USE_TLS=true` (no TLS to the xDS server
-//! yet), and any `CONFIG_TYPE` other than `FILE` and `GRPC_XDS_SOTW`.
+//! TLS to the server: `CONFIG_GRPC_XDS_SERVER_USE_TLS=true`, the server
+//! checked against `CONFIG_GRPC_XDS_SERVER_TLS_CACERT` (required: no system
+//! roots) under the name `CONFIG_GRPC_XDS_SERVER_TLS_SAN` (default: the
+//! URL's host), and a client certificate from
+//! `CONFIG_GRPC_XDS_CLIENT_TLS_CERT` and `_KEY` when both are set, as an
+//! mTLS server (Envoy Gateway's) asks. The files are read at start; one
+//! that cannot be read stops it.
+//!
+//! Refused: any `CONFIG_TYPE` other than `FILE` and `GRPC_XDS_SOTW`.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use tonic::metadata::{AsciiMetadataKey, AsciiMetadataValue};
+use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 
 /// How to reach the xDS server and who to say we are.
 #[derive(Debug, Clone)]
@@ -35,6 +43,8 @@ pub(crate) struct XdsSettings {
     pub(crate) backoff_initial: Duration,
     /// The longest wait after lost streams.
     pub(crate) backoff_max: Duration,
+    /// TLS to the server, when on (the server URI is then `https://`).
+    pub(crate) tls: Option<ClientTlsConfig>,
 }
 
 impl XdsSettings {
@@ -48,6 +58,7 @@ impl XdsSettings {
             connect_retry: Duration::from_secs(3),
             backoff_initial: Duration::from_secs(10),
             backoff_max: Duration::from_secs(60),
+            tls: None,
         }
     }
 }
@@ -75,12 +86,11 @@ pub(crate) fn read(vars: &HashMap<String, String>) -> Result<Option<XdsSettings>
     if let Some(id) = get("CONFIG_GRPC_XDS_NODE_ID") {
         s.node_id = id.to_string();
     }
-    if let Some(tls) = get("CONFIG_GRPC_XDS_SERVER_USE_TLS")
-        && matches!(tls, "1" | "t" | "T" | "TRUE" | "true" | "True")
+    if get("CONFIG_GRPC_XDS_SERVER_USE_TLS")
+        .is_some_and(|v| matches!(v, "1" | "t" | "T" | "TRUE" | "true" | "True"))
     {
-        errors.push(format!(
-            "CONFIG_GRPC_XDS_SERVER_USE_TLS={tls}: TLS to the xDS server is not supported; tollgate will not start with it"
-        ));
+        s.tls = tls(&get, &mut errors);
+        s.server = s.server.replacen("http://", "https://", 1);
     }
     let name = "CONFIG_GRPC_XDS_NODE_METADATA";
     for (k, v) in pairs(get(name), '=', name, &mut errors) {
@@ -119,6 +129,39 @@ pub(crate) fn read(vars: &HashMap<String, String>) -> Result<Option<XdsSettings>
     } else {
         Err(errors)
     }
+}
+
+/// The client's TLS settings from the files the variables name.
+fn tls<'v>(
+    get: &dyn Fn(&str) -> Option<&'v str>,
+    errors: &mut Vec<String>,
+) -> Option<ClientTlsConfig> {
+    let mut read = |name: &str| {
+        let path = get(name)?;
+        std::fs::read(path)
+            .map_err(|e| errors.push(format!("{name}={path}: cannot read it: {e}")))
+            .ok()
+    };
+    let ca = read("CONFIG_GRPC_XDS_SERVER_TLS_CACERT");
+    let cert = read("CONFIG_GRPC_XDS_CLIENT_TLS_CERT");
+    let key = read("CONFIG_GRPC_XDS_CLIENT_TLS_KEY");
+    let Some(ca) = ca else {
+        errors.push("CONFIG_GRPC_XDS_SERVER_USE_TLS=true needs CONFIG_GRPC_XDS_SERVER_TLS_CACERT, the CA of the xDS server's certificate".to_string());
+        return None;
+    };
+    let mut config = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca));
+    match (cert, key) {
+        (Some(cert), Some(key)) => config = config.identity(Identity::from_pem(cert, key)),
+        (None, None) => {}
+        _ => errors.push(
+            "CONFIG_GRPC_XDS_CLIENT_TLS_CERT and CONFIG_GRPC_XDS_CLIENT_TLS_KEY go together"
+                .to_string(),
+        ),
+    }
+    if let Some(san) = get("CONFIG_GRPC_XDS_SERVER_TLS_SAN") {
+        config = config.domain_name(san);
+    }
+    Some(config)
 }
 
 /// `k1<sep>v1,k2<sep>v2`; an entry without the separator is an error.
@@ -234,6 +277,7 @@ mod tests {
         let errors = read_vars(&[
             ("CONFIG_TYPE", "GRPC_XDS_SOTW"),
             ("CONFIG_GRPC_XDS_SERVER_USE_TLS", "true"),
+            ("CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "/nonexistent/cert.pem"),
             ("CONFIG_GRPC_XDS_NODE_METADATA", "zone"),
             ("CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "3"),
             ("XDS_CLIENT_BACKOFF_MAX_INTERVAL", "1x"),
@@ -242,7 +286,8 @@ mod tests {
         assert_eq!(
             errors,
             [
-                "CONFIG_GRPC_XDS_SERVER_USE_TLS=true: TLS to the xDS server is not supported; tollgate will not start with it",
+                "CONFIG_GRPC_XDS_CLIENT_TLS_CERT=/nonexistent/cert.pem: cannot read it: No such file or directory (os error 2)",
+                "CONFIG_GRPC_XDS_SERVER_USE_TLS=true needs CONFIG_GRPC_XDS_SERVER_TLS_CACERT, the CA of the xDS server's certificate",
                 "CONFIG_GRPC_XDS_NODE_METADATA: 'zone' is not key=value",
                 "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL=3: not a duration such as 3s or 500ms",
                 "XDS_CLIENT_BACKOFF_MAX_INTERVAL=1x: not a duration such as 3s or 500ms",

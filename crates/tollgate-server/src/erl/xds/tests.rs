@@ -27,6 +27,7 @@ use prost::Message;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tonic::transport::server::TcpIncoming;
+use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 use tonic::{Request, Response, Status, Streaming};
 
 use super::super::counter::MemoryCounter;
@@ -112,13 +113,18 @@ struct Harness {
     requests: mpsc::UnboundedReceiver<DiscoveryRequest>,
     requests_tx: mpsc::UnboundedSender<DiscoveryRequest>,
     server: Option<Running>,
+    tls: Option<ServerTlsConfig>,
     rls: RateLimitServiceClient<tonic::transport::Channel>,
 }
 
 impl Harness {
-    /// The stand-in on a free port, with nothing to serve yet, and ERL
-    /// mode's gRPC service following it.
-    async fn start() -> Harness {
+    /// The stand-in on a free port, with nothing to serve yet (over
+    /// `tls` when given), and ERL mode's gRPC service following it with
+    /// `settings`.
+    async fn start(
+        tls: Option<ServerTlsConfig>,
+        settings: impl FnOnce(SocketAddr) -> XdsSettings,
+    ) -> Harness {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (push, _) = watch::channel(None);
@@ -129,7 +135,8 @@ impl Harness {
             requests,
             requests_tx,
             server: None,
-            rls: rls(xds_following(addr)).await,
+            tls,
+            rls: rls(xds_following(settings(addr))).await,
         };
         harness.serve(listener);
         harness
@@ -143,8 +150,12 @@ impl Harness {
             stop: stopping.clone(),
         };
         let mut until = stopping;
+        let mut server = tonic::transport::Server::builder();
+        if let Some(tls) = self.tls.clone() {
+            server = server.tls_config(tls).unwrap();
+        }
         let task = tokio::spawn(async move {
-            tonic::transport::Server::builder()
+            server
                 .add_service(AggregatedDiscoveryServiceServer::new(stand_in))
                 .serve_with_incoming_shutdown(TcpIncoming::from(listener), async move {
                     let _ = until.wait_for(|s| *s).await;
@@ -224,15 +235,8 @@ impl Harness {
     }
 }
 
-/// ERL mode's state with an empty config, following the xDS server at
-/// `addr` with short waits.
-fn xds_following(addr: SocketAddr) -> Arc<ErlState> {
-    let state = Arc::new(ErlState::new(
-        ErlConfig::default(),
-        Settings::default(),
-        Arc::new(MemoryCounter::default()),
-        None,
-    ));
+/// Settings for the stand-in at `addr`: its node id and header, short waits.
+fn plain(addr: SocketAddr) -> XdsSettings {
     let mut settings = XdsSettings::new(&addr.to_string());
     settings.node_id = "eg-infra".to_string();
     settings
@@ -241,6 +245,17 @@ fn xds_following(addr: SocketAddr) -> Arc<ErlState> {
     settings.connect_retry = Duration::from_millis(50);
     settings.backoff_initial = Duration::from_millis(50);
     settings.backoff_max = Duration::from_millis(200);
+    settings
+}
+
+/// ERL mode's state with an empty config, following the xDS server.
+fn xds_following(settings: XdsSettings) -> Arc<ErlState> {
+    let state = Arc::new(ErlState::new(
+        ErlConfig::default(),
+        Settings::default(),
+        Arc::new(MemoryCounter::default()),
+        None,
+    ));
     tokio::spawn(super::run(state.clone(), settings));
     state
 }
@@ -294,7 +309,7 @@ fn unlimited() -> RateLimitPolicy {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pushed_configs_updates_nacks_and_the_server_going_away() {
-    let mut h = Harness::start().await;
+    let mut h = Harness::start(None, plain).await;
 
     // the first request names the node and the type, and holds no version
     let first = h.next_request().await;
@@ -359,4 +374,87 @@ async fn pushed_configs_updates_nacks_and_the_server_going_away() {
     assert_eq!(ack.version_info, "4");
     assert!(ack.error_detail.is_none());
     assert_eq!(h.call("k").await.0, Code::OverLimit);
+}
+
+/// A CA, and PEM certificate and key pairs it signs.
+struct Pki {
+    ca: String,
+    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+}
+
+impl Pki {
+    fn new() -> Pki {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let key = rcgen::KeyPair::generate().unwrap();
+        let ca = params.self_signed(&key).unwrap().pem();
+        Pki {
+            ca,
+            issuer: rcgen::Issuer::new(params, key),
+        }
+    }
+
+    /// A certificate for `name` and its key.
+    fn pair(&self, name: &str) -> (String, String) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec![name.to_string()])
+            .unwrap()
+            .signed_by(&key, &self.issuer)
+            .unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_mutual_tls_from_erls_variables() {
+    let pki = Pki::new();
+    let (server_cert, server_key) = pki.pair("xds.test");
+    let (client_cert, client_key) = pki.pair("ratelimit");
+    let dir = std::env::temp_dir().join(format!("tollgate-xds-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let (ca, cert, key) = (
+        file("ca.pem", &pki.ca),
+        file("client.pem", &client_cert),
+        file("client.key", &client_key),
+    );
+    // the stand-in asks for a client certificate signed by the CA
+    let server_tls = ServerTlsConfig::new()
+        .identity(Identity::from_pem(server_cert, server_key))
+        .client_ca_root(Certificate::from_pem(&pki.ca));
+    let mut h = Harness::start(Some(server_tls), |addr| {
+        let url = addr.to_string();
+        let vars = [
+            ("CONFIG_TYPE", "GRPC_XDS_SOTW"),
+            ("CONFIG_GRPC_XDS_SERVER_URL", url.as_str()),
+            (
+                "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS",
+                "x-token:secret",
+            ),
+            ("CONFIG_GRPC_XDS_SERVER_USE_TLS", "true"),
+            ("CONFIG_GRPC_XDS_SERVER_TLS_CACERT", ca.as_str()),
+            ("CONFIG_GRPC_XDS_SERVER_TLS_SAN", "xds.test"),
+            ("CONFIG_GRPC_XDS_CLIENT_TLS_CERT", cert.as_str()),
+            ("CONFIG_GRPC_XDS_CLIENT_TLS_KEY", key.as_str()),
+            ("CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "50ms"),
+            ("XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "50ms"),
+        ];
+        let vars = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let settings = super::read(&vars).unwrap().unwrap();
+        assert!(settings.server.starts_with("https://"));
+        settings
+    })
+    .await;
+    h.push("1", vec![resource("k", per_hour(0))]);
+    let ack = h.reply_to("1").await;
+    assert!(ack.error_detail.is_none());
+    assert_eq!(h.call("k").await.0, Code::OverLimit);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
