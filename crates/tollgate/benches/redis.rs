@@ -20,7 +20,8 @@
 //! `-- --policy NAME` (repeatable: fw, fw-time, sw, sl, tb, gcra, lb,
 //! tb-us, gcra-us, lb-us) only those policies in it. `-- --instructions`
 //! counts each script's instructions per call under callgrind instead
-//! (needs valgrind).
+//! (needs valgrind); `-- --instructions --usage` counts `check`, `charge`,
+//! `refund` and `check_at_most` (each of cost 1) per rate policy.
 //!
 //! Kept whole on purpose: one benchmark against one `redis-server`, whose rows are reported side by side.
 
@@ -32,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use tollgate::store::Store;
 use tollgate::store::redis::{RedisStore, TimeSource};
-use tollgate::{Clock, Policy, SystemClock};
+use tollgate::{Clock, Policy, SystemClock, Usage};
 use tollgate_testkit::RedisServer;
 
 /// The middle value (the upper one of an even count).
@@ -171,6 +172,18 @@ fn decide(
             }
         })
     }
+}
+
+/// A usage operation of cost `cost` on one of each caller's 100 keys.
+fn usage(store: &Arc<RedisStore>, policy: &Arc<Policy>, op: Usage, cost: u64) -> Op {
+    let (store, policy) = (store.clone(), policy.clone());
+    Arc::new(move |c, n| {
+        let (store, p) = (store.clone(), policy.clone());
+        Box::pin(async move {
+            let key = format!("k{c}-{}", n % 100);
+            store.usage(&p, key.as_bytes(), op, cost).await.unwrap();
+        })
+    })
 }
 
 /// One call of a floor script, on one of each caller's 100 keys.
@@ -625,6 +638,10 @@ fn instructions() {
                 .expect("connect"),
         );
         let fw = Arc::new(policies().remove(0));
+        if std::env::args().any(|a| a == "--usage") {
+            usage_instructions(&store, &pid, &dir, calls).await;
+            return;
+        }
         let mut measured: Vec<(&str, Op, usize)> = policies()
             .into_iter()
             .map(|p| {
@@ -675,6 +692,47 @@ fn instructions() {
     valgrind.kill().ok();
     valgrind.wait().ok();
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `-- --instructions --usage`: per rate policy, `check`, `charge`,
+/// `refund` and `check_at_most` of cost 1, one caller, each on keys that
+/// exist: `refund`'s keys charged deep into debt first (untimed), so that
+/// every refund has something to give back.
+async fn usage_instructions(store: &Arc<RedisStore>, pid: &str, dir: &std::path::Path, calls: u64) {
+    println!("instructions per call inside EVALSHA (callgrind, {calls} calls on 100 keys)");
+    for policy in policies() {
+        if policy.algorithm().name() == "concurrency" {
+            continue;
+        }
+        let p = Arc::new(policy);
+        let rows: [(&str, Op, Option<Op>); 4] = [
+            ("check", Arc::new(decide(store, &p)) as Op, None),
+            ("charge", usage(store, &p, Usage::Charge, 1), None),
+            (
+                "refund",
+                usage(store, &p, Usage::Refund, 1),
+                Some(usage(store, &p, Usage::Charge, 1 << 40)),
+            ),
+            ("check_at_most", usage(store, &p, Usage::AtMost, 1), None),
+        ];
+        let mut line = format!("{:<18}", label(&p));
+        for (name, op, prepare) in rows {
+            run_callers(prepare.as_ref().unwrap_or(&op), 1, 100).await;
+            callgrind_control(&["-z", pid]);
+            run_callers(&op, 1, calls).await;
+            let before = dumps(dir);
+            callgrind_control(&["-d", pid]);
+            let total = loop {
+                let new: Vec<_> = dumps(dir).difference(&before).cloned().collect();
+                if let Some(total) = new.iter().find_map(|f| dump_total(f)) {
+                    break total;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            };
+            line += &format!(" {name} {:.1}k", total as f64 / calls as f64 / 1000.0);
+        }
+        println!("{line}");
+    }
 }
 
 /// `op` from `callers` concurrent tasks, `each` calls each (caller `c`'s
