@@ -1,30 +1,20 @@
-//! One real `redis-server` process owned by a test.
+//! The `redis-server` process's lifecycle: start attempts on fresh ports,
+//! the watchdog that outlives a killed test, readiness, SIGSTOP/SIGCONT,
+//! SIGKILL and restart.
 
-use std::fmt;
 use std::fs::OpenOptions;
 use std::io::{self, Write};
-use std::net::{Ipv4Addr, SocketAddr};
-use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::resp::{Conn, Reply};
+use super::{Inner, Program, RedisServer, SENTINEL_CONFIG, STARTUP_TIMEOUT, ServerState};
+use crate::resp::Reply;
 use crate::util::{self, INSTALL_HINT};
-
-/// How long [`RedisServer::start`] and [`RedisServer::restart`] wait for the
-/// new process to answer `PING`.
-pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// How long [`RedisServer::cli`] lets `redis-cli` run before giving up.
-pub const CLI_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How many fresh ports [`RedisServer::start`] tries when the port it picked
 /// was taken by someone else before `redis-server` could bind it.
 const PORT_ATTEMPTS: usize = 10;
-
-/// Name of the server's log file (stdout and stderr) inside its directory.
-const LOG_FILE: &str = "redis.log";
 
 /// Shell snippet run next to every server: it blocks reading its stdin, a
 /// pipe whose write end only the test process holds. When the harness shuts
@@ -34,77 +24,7 @@ const LOG_FILE: &str = "redis.log";
 const WATCHDOG: &str = "read -r line; [ \"$line\" = disarm ] || \
      { kill -s CONT \"$1\"; kill -s KILL \"$1\"; rm -rf \"$2\"; }; exit 0";
 
-/// Lifecycle state of a [`RedisServer`] process, as driven by the harness.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ServerState {
-    /// The process runs and serves requests.
-    Running,
-    /// The process was frozen with SIGSTOP ([`RedisServer::stop`]); it keeps
-    /// its port, accepts TCP connections into the backlog but answers nothing.
-    Stopped,
-    /// The process was killed with SIGKILL ([`RedisServer::kill9`]) and reaped;
-    /// the port is closed until [`RedisServer::restart`].
-    Killed,
-}
-
-/// A `redis-server` process owned by the current test, listening only on
-/// `127.0.0.1` on a port of its own, with its own temporary directory and no
-/// persistence (`--save "" --appendonly no`).
-///
-/// Dropping it kills the process (SIGCONT, then SIGKILL) and removes the
-/// directory, also when the test panics. If the test process itself is killed
-/// without unwinding, a small watchdog shell still kills the server.
-///
-/// All methods take `&self`, so a server can be shared between threads
-/// (e.g. `Arc<RedisServer>`), for instance to freeze it from a fault-injection
-/// task while the code under test talks to it.
-///
-/// ```no_run
-/// use std::time::Duration;
-/// use tollgate_testkit::RedisServer;
-///
-/// let redis = RedisServer::start();
-/// assert_eq!(redis.cli(&["SET", "k", "v"]), "OK");
-/// redis.stop(); // SIGSTOP: requests now time out
-/// assert!(!redis.ping(Duration::from_millis(200)));
-/// redis.cont();
-/// redis.kill9();
-/// redis.restart(); // same port, empty dataset
-/// assert!(redis.ping(Duration::from_secs(1)));
-/// ```
-pub struct RedisServer {
-    port: u16,
-    dir: PathBuf,
-    /// Arguments after the fixed ones, kept for [`RedisServer::restart`].
-    args: Vec<String>,
-    program: Program,
-    /// The `--requirepass` among the arguments: the harness's own
-    /// connections and `cli` authenticate with it.
-    password: Option<String>,
-    inner: Mutex<Inner>,
-}
-
-/// What a [`RedisServer`] process runs.
-#[derive(Debug, Clone)]
-pub(crate) enum Program {
-    /// `redis-server`.
-    Server,
-    /// `redis-sentinel` with a config file of this text, written into the
-    /// process's directory before its first start (Sentinel rewrites it as
-    /// it learns the topology, and reads it back on a restart).
-    Sentinel(String),
-}
-
-/// Name of a sentinel's config file inside its directory.
-const SENTINEL_CONFIG: &str = "sentinel.conf";
-
-struct Inner {
-    state: ServerState,
-    pid: u32,
-    process: Option<Process>,
-}
-
-struct Process {
+pub(super) struct Process {
     child: Child,
     watchdog: Option<Child>,
 }
@@ -113,7 +33,7 @@ impl Process {
     /// Kills the server for good: disarms the watchdog (so it never signals a
     /// pid we may have reaped), resumes it in case it is stopped, SIGKILLs it
     /// and reaps it.
-    fn kill(mut self) {
+    pub(super) fn kill(mut self) {
         if let Some(mut watchdog) = self.watchdog.take() {
             if let Some(mut stdin) = watchdog.stdin.take() {
                 let _ = stdin.write_all(b"disarm\n");
@@ -141,29 +61,6 @@ enum AttemptError {
 }
 
 impl RedisServer {
-    /// Starts a server on a free loopback port and waits until it answers
-    /// `PING`.
-    ///
-    /// # Panics
-    ///
-    /// If `redis-server` is not installed, or the server does not come up
-    /// within [`STARTUP_TIMEOUT`] (the message includes the end of its log).
-    pub fn start() -> RedisServer {
-        Self::start_with(&[])
-    }
-
-    /// Like [`RedisServer::start`], with extra `redis-server` command-line
-    /// arguments appended after the harness's own (so they win), e.g.
-    /// `&["--maxmemory", "10mb", "--maxmemory-policy", "allkeys-lru"]`.
-    ///
-    /// # Panics
-    ///
-    /// As [`RedisServer::start`].
-    pub fn start_with(extra_args: &[&str]) -> RedisServer {
-        let extra: Vec<String> = extra_args.iter().map(|s| (*s).to_owned()).collect();
-        Self::launch("redis", extra, &mut || (util::free_port(), Vec::new()))
-    }
-
     /// Starts a server in a fresh temp directory, asking `pick` for a new port
     /// (and port-dependent arguments) whenever the previous one turned out to
     /// be taken.
@@ -328,60 +225,6 @@ impl RedisServer {
         )
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The TCP port the server listens on (stays the same across restarts).
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
-    /// `127.0.0.1:port`.
-    pub fn addr(&self) -> SocketAddr {
-        SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
-    }
-
-    /// Connection URL, `redis://127.0.0.1:PORT/`.
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-
-    /// Process id of the current process, or of the last one if the server
-    /// is [`ServerState::Killed`]. Changes on [`RedisServer::restart`].
-    pub fn pid(&self) -> u32 {
-        self.lock().pid
-    }
-
-    /// The server's own working directory (`--dir`); removed on drop.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    /// Path of the server log (its stdout and stderr, across restarts).
-    pub fn log_path(&self) -> PathBuf {
-        self.dir.join(LOG_FILE)
-    }
-
-    /// The last `lines` lines of the server log, for failure messages.
-    pub fn log_tail(&self, lines: usize) -> String {
-        util::file_tail(&self.log_path(), lines)
-    }
-
-    /// Current lifecycle state.
-    pub fn state(&self) -> ServerState {
-        self.lock().state
-    }
-
-    /// Whether the server answers `PING` with `PONG` within `timeout`
-    /// (connect, write and read are each bounded by it). Returns `false` for
-    /// a stopped or killed server instead of hanging.
-    pub fn ping(&self, timeout: Duration) -> bool {
-        self.conn(timeout)
-            .and_then(|mut c| c.cmd(&["PING"]))
-            .is_ok_and(|r| r == Reply::Status("PONG".into()))
-    }
-
     /// Kills the process with SIGKILL (no shutdown, no save) and reaps it.
     /// The port is closed afterwards; [`RedisServer::restart`] brings the
     /// server back on the same port. Does nothing if already killed.
@@ -456,69 +299,6 @@ impl RedisServer {
             }
         }
     }
-
-    /// Runs `redis-cli -h 127.0.0.1 -p PORT ARGS...` against this server and
-    /// returns its stdout without trailing whitespace (e.g. `"OK"`, `"PONG"`,
-    /// an integer as text, one line per array element). Error replies are
-    /// returned as text too (e.g. `"ERR unknown command ..."`).
-    ///
-    /// Handy for fault injection: `CONFIG SET`, `SCRIPT FLUSH`,
-    /// `DEBUG SLEEP 1`, `CLIENT PAUSE 500`, `CLIENT KILL TYPE normal`, ...
-    ///
-    /// # Panics
-    ///
-    /// If the server is not running (killed or stopped), `redis-cli` is
-    /// missing, fails (e.g. cannot connect) or runs longer than
-    /// [`CLI_TIMEOUT`].
-    pub fn cli(&self, args: &[&str]) -> String {
-        let state = self.state();
-        assert!(
-            state == ServerState::Running,
-            "redis-cli {args:?} against port {}: server is {state:?}",
-            self.port
-        );
-        let mut full = vec![
-            "-h".to_owned(),
-            "127.0.0.1".to_owned(),
-            "-p".to_owned(),
-            self.port.to_string(),
-        ];
-        if let Some(password) = &self.password {
-            full.extend([
-                "--no-auth-warning".to_owned(),
-                "-a".to_owned(),
-                password.clone(),
-            ]);
-        }
-        full.extend(args.iter().map(|s| (*s).to_owned()));
-        let out = util::run_with_timeout(&util::redis_cli_bin(), &full, CLI_TIMEOUT);
-        assert!(
-            out.success,
-            "redis-cli {args:?} against port {} failed: {}{}",
-            self.port, out.stderr, out.stdout
-        );
-        out.stdout.trim_end().to_owned()
-    }
-
-    /// First element of `ROLE`: `master` or `slave`.
-    pub(crate) fn role(&self) -> io::Result<String> {
-        match self.conn(Duration::from_secs(1))?.cmd(&["ROLE"])? {
-            Reply::Array(Some(items)) => items
-                .first()
-                .and_then(Reply::text)
-                .ok_or_else(|| io::Error::other("empty ROLE reply")),
-            other => Err(io::Error::other(format!("unexpected ROLE reply {other:?}"))),
-        }
-    }
-
-    /// A raw connection for harness-internal queries.
-    pub(crate) fn conn(&self, timeout: Duration) -> io::Result<Conn> {
-        let mut conn = Conn::connect(self.port, timeout)?;
-        if let Some(password) = &self.password {
-            conn.text(&["AUTH", password])?;
-        }
-        Ok(conn)
-    }
 }
 
 /// Polls until the child answers `PING` on `port` *and* reports our pid in
@@ -567,90 +347,12 @@ fn is_ours_and_ready(server: &RedisServer, pid: u32) -> bool {
         .is_ok_and(|r| r == Reply::Status("PONG".into()))
 }
 
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let process = self.lock().process.take();
-        if let Some(process) = process {
-            process.kill();
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-impl fmt::Debug for RedisServer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let inner = self.lock();
-        f.debug_struct("RedisServer")
-            .field("port", &self.port)
-            .field("pid", &inner.pid)
-            .field("state", &inner.state)
-            .field("dir", &self.dir)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Keys in database 0 of `server` that have no expiry (`PTTL` is -1), sorted.
-/// Walks the keyspace with `SCAN`, so it is safe on large datasets; keys that
-/// disappear during the walk are ignored. Non-UTF-8 key bytes are replaced
-/// lossily.
-///
-/// Useful to assert that a rate limiter never leaves a key behind forever:
-/// `assert!(scan_keys_without_ttl(&redis).is_empty())`.
-///
-/// # Panics
-///
-/// If the server cannot be queried within a few seconds.
-pub fn scan_keys_without_ttl(server: &RedisServer) -> Vec<String> {
-    try_scan_keys_without_ttl(server).unwrap_or_else(|e| {
-        panic!(
-            "scanning keys of redis-server on port {} failed: {e}",
-            server.port()
-        )
-    })
-}
-
-fn try_scan_keys_without_ttl(server: &RedisServer) -> io::Result<Vec<String>> {
-    let mut conn = server.conn(Duration::from_secs(5))?;
-    let mut cursor = b"0".to_vec();
-    let mut result = Vec::new();
-    loop {
-        let reply = conn.cmd(&[b"SCAN".as_slice(), &cursor, b"COUNT", b"1000"])?;
-        let Reply::Array(Some(mut parts)) = reply else {
-            return Err(io::Error::other(format!("unexpected SCAN reply {reply:?}")));
-        };
-        let (Some(Reply::Array(Some(keys))), Some(Reply::Bulk(Some(next)))) =
-            (parts.pop(), parts.pop())
-        else {
-            return Err(io::Error::other("malformed SCAN reply"));
-        };
-        let keys: Vec<Vec<u8>> = keys
-            .into_iter()
-            .filter_map(|k| match k {
-                Reply::Bulk(Some(k)) => Some(k),
-                _ => None,
-            })
-            .collect();
-        let cmds: Vec<Vec<&[u8]>> = keys.iter().map(|k| vec![b"PTTL".as_slice(), k]).collect();
-        let ttls = conn.pipeline(&cmds)?;
-        for (key, ttl) in keys.iter().zip(ttls) {
-            if ttl == Reply::Int(-1) {
-                result.push(String::from_utf8_lossy(key).into_owned());
-            }
-        }
-        if next == b"0" {
-            break;
-        }
-        cursor = next;
-    }
-    result.sort();
-    result.dedup();
-    Ok(result)
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
     use std::collections::VecDeque;
+    use std::net::Ipv4Addr;
+
+    use super::*;
 
     /// The port-race retry: the first candidate port is already served by
     /// another redis-server; startup must notice (pid mismatch, bind failure)
