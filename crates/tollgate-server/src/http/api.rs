@@ -1,4 +1,5 @@
-//! The endpoints.
+//! The endpoints, each with its OpenAPI description (`#[utoipa::path]`;
+//! the bodies are the types of `body.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,13 +10,14 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode};
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::{Map, Value};
 use tollgate::algorithm::LeaseId;
 use tollgate::store::resilient::{BreakerState, OnFailure};
 use tollgate::{Decision, Policy, Request, Usage};
 use tollgate_tower::headers::{RateLimitHeaders, ceil_millis, ceil_secs};
 
-use super::MAX_BODY;
+use super::body::*;
 use crate::config::PolicySet;
 use crate::decide;
 use crate::error::{Code, ServiceError};
@@ -23,76 +25,8 @@ use crate::state::AppState;
 
 type ApiResult = Result<Response, ServiceError>;
 
-/// The body as a JSON object; every problem named.
-fn object(body: Result<Bytes, BytesRejection>) -> Result<Map<String, Value>, ServiceError> {
-    let bytes = body.map_err(|e| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ServiceError::new(
-                Code::PayloadTooLarge,
-                format!("the body exceeds {MAX_BODY} bytes"),
-            )
-        } else {
-            ServiceError::invalid(e.body_text())
-        }
-    })?;
-    match serde_json::from_slice::<Value>(&bytes) {
-        Ok(Value::Object(map)) => Ok(map),
-        Ok(_) => Err(ServiceError::invalid("the body must be a JSON object")),
-        Err(e) => Err(ServiceError::invalid(format!("malformed JSON: {e}"))),
-    }
-}
-
-fn string<'a>(obj: &'a Map<String, Value>, field: &str) -> Result<&'a str, ServiceError> {
-    match obj.get(field) {
-        Some(Value::String(s)) => Ok(s),
-        Some(other) => Err(ServiceError::invalid(format!(
-            "field `{field}` must be a string, got {other}"
-        ))),
-        None => Err(ServiceError::invalid(format!("missing field `{field}`"))),
-    }
-}
-
-fn integer(
-    obj: &Map<String, Value>,
-    field: &str,
-    default: Option<u64>,
-) -> Result<u64, ServiceError> {
-    match (obj.get(field), default) {
-        (Some(v), _) => v.as_u64().ok_or_else(|| {
-            ServiceError::invalid(format!(
-                "field `{field}` must be a non-negative integer, got {v}"
-            ))
-        }),
-        (None, Some(d)) => Ok(d),
-        (None, None) => Err(ServiceError::invalid(format!("missing field `{field}`"))),
-    }
-}
-
-fn policy<'a>(set: &'a PolicySet, obj: &Map<String, Value>) -> Result<&'a Policy, ServiceError> {
-    decide::policy(set, string(obj, "policy")?)
-}
-
-fn decision_json(policy: &Policy, d: &Decision) -> Value {
-    let mut value = json!({
-        "allowed": d.allowed,
-        "policy": policy.name(),
-        "limit": d.limit,
-        "remaining": d.remaining,
-        "reset_after_ms": ceil_millis(d.reset_after),
-        "retry_after_ms": ceil_millis(d.retry_after),
-        "delay_ms": ceil_millis(d.delay),
-        "source": d.source.as_str(),
-    });
-    // Only a shadow policy's would-be denial says so; other answers keep
-    // their shape.
-    if d.shadow {
-        value["shadow"] = Value::Bool(true);
-    }
-    value
-}
-
 /// 200 or 429 with `body` and the rate-limit headers of `decided`.
-fn answer(decided: &[(&Policy, Decision)], body: Value) -> Response {
+fn answer(decided: &[(&Policy, Decision)], body: impl Serialize) -> Response {
     let allowed = decided.iter().all(|(_, d)| d.allowed);
     let status = if allowed {
         StatusCode::OK
@@ -117,7 +51,20 @@ fn answer(decided: &[(&Policy, Decision)], body: Value) -> Response {
     response
 }
 
-/// `POST /v1/check`: one check, or `{"checks": […], "atomic": bool}`.
+/// One check, or `{"checks": […], "atomic": bool}`.
+#[utoipa::path(post, path = "/v1/check", tag = "decisions",
+    request_body = CheckBody,
+    responses(
+        (status = 200, description = "Admitted (a batch: every check admitted)", body = CheckAnswer,
+            headers(("RateLimit-Policy" = String), ("RateLimit" = String))),
+        (status = 429, description = "Denied (a batch: some check denied)", body = CheckAnswer,
+            headers(("Retry-After" = u64, description = "Seconds"))),
+        (status = 400, description = "A bad body or field, a cost over the limit, a key twice in an atomic batch", body = ErrorBody),
+        (status = 401, description = "A token is configured and the bearer token is missing or wrong", body = ErrorBody),
+        (status = 404, description = "`unknown_policy`", body = ErrorBody),
+        (status = 413, description = "The body exceeds 64 KiB", body = ErrorBody),
+        (status = 503, description = "The store failed under `on_failure = \"deny\"`", body = ErrorBody),
+    ))]
 pub(super) async fn check(
     State(state): State<Arc<AppState>>,
     body: Result<Bytes, BytesRejection>,
@@ -127,80 +74,22 @@ pub(super) async fn check(
     if let Some(checks) = obj.get("checks") {
         return check_many(&state, &set, &obj, checks).await;
     }
-    let policy = policy(&set, &obj)?;
-    let key = string(&obj, "key")?;
-    if obj.contains_key("at_most") {
-        if obj.contains_key("cost") {
-            return Err(ServiceError::invalid("give `cost` or `at_most`, not both"));
-        }
-        let at_most = integer(&obj, "at_most", None)?;
+    let req = CheckRequest::parse(&obj)?;
+    let policy = decide::policy(&set, req.policy)?;
+    if let Some(at_most) = req.at_most {
         let d = state
-            .usage(policy, key.as_bytes(), Usage::AtMost, at_most)
+            .usage(policy, req.key.as_bytes(), Usage::AtMost, at_most)
             .await?;
-        let mut body = decision_json(policy, &d);
-        body["granted"] = json!(d.granted);
-        return Ok(answer(&[(policy, d)], body));
+        let mut body = DecisionBody::new(policy, &d);
+        body.granted = Some(d.granted);
+        return Ok(answer(&[(policy, d)], CheckAnswer::One(body)));
     }
-    let cost = integer(&obj, "cost", Some(1))?;
-    let d = state.check(policy, key.as_bytes(), cost).await?;
+    let d = state.check(policy, req.key.as_bytes(), req.cost).await?;
     let decided = [(policy, d)];
-    Ok(answer(&decided, decision_json(policy, &d)))
-}
-
-/// `POST /v1/charge` and `POST /v1/refund`: usage recorded after the fact,
-/// or given back. Always 200 once recorded (a charge past the limit is
-/// recorded, and says so with `"allowed": false`), with the headers of the
-/// state it left.
-pub(super) async fn charge(
-    State(state): State<Arc<AppState>>,
-    body: Result<Bytes, BytesRejection>,
-) -> ApiResult {
-    usage(&state, body, Usage::Charge).await
-}
-
-/// See [`charge`].
-pub(super) async fn refund(
-    State(state): State<Arc<AppState>>,
-    body: Result<Bytes, BytesRejection>,
-) -> ApiResult {
-    usage(&state, body, Usage::Refund).await
-}
-
-async fn usage(state: &AppState, body: Result<Bytes, BytesRejection>, op: Usage) -> ApiResult {
-    let obj = object(body)?;
-    let set = state.policies();
-    let policy = policy(&set, &obj)?;
-    let key = string(&obj, "key")?;
-    let cost = integer(&obj, "cost", None)?;
-    let d = state.usage(policy, key.as_bytes(), op, cost).await?;
-    Ok(recorded(policy, &d))
-}
-
-/// `POST /v1/settle`: `{"policy", "key", "estimate", "actual"}` after a
-/// check of `estimate`; answered as a charge.
-pub(super) async fn settle(
-    State(state): State<Arc<AppState>>,
-    body: Result<Bytes, BytesRejection>,
-) -> ApiResult {
-    let obj = object(body)?;
-    let set = state.policies();
-    let policy = policy(&set, &obj)?;
-    let key = string(&obj, "key")?;
-    let estimate = integer(&obj, "estimate", None)?;
-    let actual = integer(&obj, "actual", None)?;
-    let d = state
-        .settle(policy, key.as_bytes(), estimate, actual)
-        .await?;
-    Ok(recorded(policy, &d))
-}
-
-/// 200 with the decision a usage record left and its headers.
-fn recorded(policy: &Policy, d: &Decision) -> Response {
-    let mut response = Json(decision_json(policy, d)).into_response();
-    if let Some(h) = RateLimitHeaders::new([(policy, d)].into_iter()) {
-        h.append_to(response.headers_mut());
-    }
-    response
+    Ok(answer(
+        &decided,
+        CheckAnswer::One(DecisionBody::new(policy, &d)),
+    ))
 }
 
 async fn check_many(
@@ -234,90 +123,140 @@ async fn check_many(
             )));
         };
         let at = |e: ServiceError| e.at(&format!("checks[{i}]"));
-        let p = match policy(set, check) {
+        let p = match string(check, "policy").and_then(|name| decide::policy(set, name)) {
             Err(e) if e.code() == Code::UnknownPolicy => return Err(e),
             other => other.map_err(at)?,
         };
-        parsed.push((
-            p,
-            string(check, "key").map_err(at)?,
-            integer(check, "cost", Some(1)).map_err(at)?,
-        ));
+        let req = CheckRequest::parse(check).map_err(at)?;
+        parsed.push((p, req));
     }
+    let batch = BatchRequest {
+        checks: parsed.iter().map(|(_, r)| *r).collect(),
+        atomic,
+    };
     let requests: Vec<Request<'_>> = parsed
         .iter()
-        .map(|(policy, key, cost)| Request {
+        .zip(&batch.checks)
+        .map(|((policy, _), req)| Request {
             policy,
-            key: key.as_bytes(),
-            cost: *cost,
+            key: req.key.as_bytes(),
+            cost: req.cost,
         })
         .collect();
-    let decisions = state.check_many(&requests, atomic).await?;
-    let decided: Vec<(&Policy, Decision)> =
-        parsed.iter().map(|(p, ..)| *p).zip(decisions).collect();
-    let body = json!({
-        "allowed": decided.iter().all(|(_, d)| d.allowed),
-        "decisions": decided.iter().map(|(p, d)| decision_json(p, d)).collect::<Vec<_>>(),
+    let decisions = state.check_many(&requests, batch.atomic).await?;
+    let decided: Vec<(&Policy, Decision)> = parsed.iter().map(|(p, _)| *p).zip(decisions).collect();
+    let body = CheckAnswer::Many(BatchBody {
+        allowed: decided.iter().all(|(_, d)| d.allowed),
+        decisions: decided
+            .iter()
+            .map(|(p, d)| DecisionBody::new(p, d))
+            .collect(),
     });
     Ok(answer(&decided, body))
 }
 
-/// `POST /v1/reserve`: a reservation on a token bucket or GCRA policy.
+/// A reservation on a token bucket or GCRA policy.
+#[utoipa::path(post, path = "/v1/reserve", tag = "decisions",
+    request_body = ReserveRequest,
+    responses(
+        (status = 200, description = "Reserved: go ahead after `wait_ms`", body = ReservationBody),
+        (status = 429, description = "The wait would exceed `max_wait_ms`; nothing reserved", body = ReservationBody,
+            headers(("Retry-After" = u64, description = "Seconds"))),
+        (status = 400, description = "A bad body or field, or `unsupported`: the policy's algorithm does not reserve", body = ErrorBody),
+        (status = 401, description = "A token is configured and the bearer token is missing or wrong", body = ErrorBody),
+        (status = 404, description = "`unknown_policy`", body = ErrorBody),
+        (status = 413, description = "The body exceeds 64 KiB", body = ErrorBody),
+        (status = 503, description = "The store failed under `on_failure = \"deny\"`", body = ErrorBody),
+    ))]
 pub(super) async fn reserve(
     State(state): State<Arc<AppState>>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
     let obj = object(body)?;
     let set = state.policies();
-    let policy = policy(&set, &obj)?;
-    let key = string(&obj, "key")?;
-    let cost = integer(&obj, "cost", Some(1))?;
-    let max_wait = Duration::from_millis(integer(&obj, "max_wait_ms", Some(0))?);
+    let req = ReserveRequest::parse(&obj)?;
+    let policy = decide::policy(&set, req.policy)?;
+    let max_wait = Duration::from_millis(req.max_wait_ms);
     let d = state
-        .reserve(policy, key.as_bytes(), cost, max_wait)
+        .reserve(policy, req.key.as_bytes(), req.cost, max_wait)
         .await?;
     let decided = [(policy, d)];
-    let mut body = decision_json(policy, &d);
-    body["wait_ms"] = json!(ceil_millis(d.delay));
+    let body = ReservationBody {
+        decision: DecisionBody::new(policy, &d),
+        wait_ms: ceil_millis(d.delay),
+    };
     Ok(answer(&decided, body))
 }
 
-/// `POST /v1/acquire`: a lease on a concurrency policy.
+/// A lease on a concurrency policy.
+#[utoipa::path(post, path = "/v1/acquire", tag = "decisions",
+    request_body = AcquireRequest,
+    responses(
+        (status = 200, description = "Admitted, with a lease", body = AcquireBody),
+        (status = 429, description = "Every lease is held", body = AcquireBody,
+            headers(("Retry-After" = u64, description = "Seconds"))),
+        (status = 400, description = "A bad body or field, or `unsupported`: not a concurrency policy", body = ErrorBody),
+        (status = 401, description = "A token is configured and the bearer token is missing or wrong", body = ErrorBody),
+        (status = 404, description = "`unknown_policy`", body = ErrorBody),
+        (status = 413, description = "The body exceeds 64 KiB", body = ErrorBody),
+        (status = 503, description = "The store failed under `on_failure = \"deny\"`", body = ErrorBody),
+    ))]
 pub(super) async fn acquire(
     State(state): State<Arc<AppState>>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
     let obj = object(body)?;
     let set = state.policies();
-    let policy = policy(&set, &obj)?;
-    let key = string(&obj, "key")?;
-    let lease = state.acquire(policy, key.as_bytes()).await?;
+    let req = AcquireRequest::parse(&obj)?;
+    let policy = decide::policy(&set, req.policy)?;
+    let lease = state.acquire(policy, req.key.as_bytes()).await?;
     let decided = [(policy, lease.decision)];
-    let mut body = decision_json(policy, &lease.decision);
-    if let Some(id) = lease.id {
-        body["lease"] = json!(id.to_string());
-        body["expires_in_ms"] = json!(policy.time_span().as_millis() as u64);
-    }
+    let body = AcquireBody {
+        decision: DecisionBody::new(policy, &lease.decision),
+        lease: lease.id.map(|id| id.to_string()),
+        expires_in_ms: lease.id.map(|_| policy.time_span().as_millis() as u64),
+    };
     Ok(answer(&decided, body))
 }
 
-/// `POST /v1/release`: gives a lease back (idempotent).
+/// Gives a lease back (idempotent).
+#[utoipa::path(post, path = "/v1/release", tag = "decisions",
+    request_body = ReleaseRequest,
+    responses(
+        (status = 200, description = "Given back, or already", body = ReleaseBody),
+        (status = 400, description = "A bad body or field (a malformed lease), or `unsupported`", body = ErrorBody),
+        (status = 401, description = "A token is configured and the bearer token is missing or wrong", body = ErrorBody),
+        (status = 404, description = "`unknown_policy`", body = ErrorBody),
+        (status = 413, description = "The body exceeds 64 KiB", body = ErrorBody),
+        (status = 503, description = "The store failed under `on_failure = \"deny\"`", body = ErrorBody),
+    ))]
 pub(super) async fn release(
     State(state): State<Arc<AppState>>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
     let obj = object(body)?;
     let set = state.policies();
-    let policy = policy(&set, &obj)?;
-    let key = string(&obj, "key")?;
-    let lease: LeaseId = string(&obj, "lease")?
+    let req = ReleaseRequest::parse(&obj)?;
+    let policy = decide::policy(&set, req.policy)?;
+    let lease: LeaseId = req
+        .lease
         .parse()
         .map_err(|e: tollgate::Error| ServiceError::invalid(e.to_string()))?;
-    let released = state.release(policy, key.as_bytes(), lease).await?;
-    Ok(Json(json!({"released": released})).into_response())
+    let released = state.release(policy, req.key.as_bytes(), lease).await?;
+    Ok(Json(ReleaseBody { released }).into_response())
 }
 
-/// `DELETE /v1/keys/{policy}/{key}`: forgets one key.
+/// Forgets one key.
+#[utoipa::path(delete, path = "/v1/keys/{policy}/{key}", tag = "admin",
+    params(("policy" = String, Path, description = "The policy's name"),
+           ("key" = String, Path, description = "The limited key")),
+    responses(
+        (status = 200, description = "Forgotten", body = ResetBody),
+        (status = 400, description = "`invalid_key`", body = ErrorBody),
+        (status = 401, description = "A token is configured and the bearer token is missing or wrong", body = ErrorBody),
+        (status = 404, description = "`unknown_policy`", body = ErrorBody),
+        (status = 503, description = "The store failed under `on_failure = \"deny\"`", body = ErrorBody),
+    ))]
 pub(super) async fn reset(
     State(state): State<Arc<AppState>>,
     Path((name, key)): Path<(String, String)>,
@@ -325,44 +264,75 @@ pub(super) async fn reset(
     let set = state.policies();
     let policy = decide::policy(&set, &name)?;
     state.reset(policy, key.as_bytes()).await?;
-    Ok(Json(json!({"policy": name, "reset": true})).into_response())
+    Ok(Json(ResetBody {
+        policy: name,
+        reset: true,
+    })
+    .into_response())
 }
 
-/// `GET /v1/policies`: the policies in force.
+/// The policies in force.
+#[utoipa::path(get, path = "/v1/policies", tag = "admin",
+    responses(
+        (status = 200, description = "The policies", body = PoliciesBody),
+        (status = 401, description = "A token is configured and the bearer token is missing or wrong", body = ErrorBody),
+    ))]
 pub(super) async fn policies(State(state): State<Arc<AppState>>) -> Response {
     let set = state.policies();
-    let list: Vec<Value> = set
+    let policies = set
         .policies
         .iter()
-        .map(|p| {
-            json!({
-                "name": p.name(),
-                "algorithm": p.algorithm().name(),
-                "limit": p.limit(),
-                "window_ms": p.time_span().as_millis() as u64,
-            })
+        .map(|p| PolicyBody {
+            name: p.name().to_string(),
+            algorithm: p.algorithm().name(),
+            limit: p.limit(),
+            window_ms: p.time_span().as_millis() as u64,
         })
         .collect();
-    Json(json!({"policies": list})).into_response()
+    Json(PoliciesBody { policies }).into_response()
 }
 
-/// `GET /readyz`: 200 while decisions are served (by the store, or by a
+/// Liveness: answers while the process runs (no token asked).
+#[utoipa::path(get, path = "/healthz", tag = "operations",
+    responses((status = 200, description = "`ok`", body = String, content_type = "text/plain")))]
+pub(super) async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+/// Readiness: 200 while decisions are served (by the store, or by a
 /// fallback that answers), 503 when they would fail.
+#[utoipa::path(get, path = "/readyz", tag = "operations",
+    responses(
+        (status = 200, description = "Serving", body = ReadyBody),
+        (status = 503, description = "The breaker is open under `on_failure = \"deny\"`", body = ReadyBody),
+        (status = 401, description = "A token is configured and the bearer token is missing or wrong", body = ErrorBody),
+    ))]
 pub(super) async fn ready(State(state): State<Arc<AppState>>) -> Response {
     let store = state.backend.describe();
     match state.backend.breaker() {
-        None => Json(json!({"ready": true, "store": store})).into_response(),
-        Some(BreakerState::Closed) => {
-            Json(json!({"ready": true, "store": store, "breaker": "closed"})).into_response()
-        }
-        Some(_) => {
-            let serving = state.backend.settings.on_failure != OnFailure::Deny;
-            let body = json!({
-                "ready": serving,
-                "store": store,
-                "breaker": "open",
-                "on_failure": state.backend.settings.on_failure.as_str(),
-            });
+        None => Json(ReadyBody {
+            ready: true,
+            store,
+            breaker: None,
+            on_failure: None,
+        })
+        .into_response(),
+        Some(BreakerState::Closed) => Json(ReadyBody {
+            ready: true,
+            store,
+            breaker: Some(BreakerState::Closed.as_str()),
+            on_failure: None,
+        })
+        .into_response(),
+        Some(open) => {
+            let on_failure = state.backend.settings.on_failure;
+            let serving = on_failure != OnFailure::Deny;
+            let body = ReadyBody {
+                ready: serving,
+                store,
+                breaker: Some(open.as_str()),
+                on_failure: Some(on_failure.as_str()),
+            };
             let status = if serving {
                 StatusCode::OK
             } else {
@@ -373,7 +343,13 @@ pub(super) async fn ready(State(state): State<Arc<AppState>>) -> Response {
     }
 }
 
-/// `GET /metrics`: Prometheus text.
+/// Prometheus metrics.
+#[utoipa::path(get, path = "/metrics", tag = "operations",
+    responses(
+        (status = 200, description = "Prometheus text format 0.0.4", body = String, content_type = "text/plain"),
+        (status = 401, description = "A token is configured and the bearer token is missing or wrong", body = ErrorBody),
+        (status = 404, description = "Metrics are off", body = ErrorBody),
+    ))]
 pub(super) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     match &state.metrics {
         Some(handle) => (

@@ -1,12 +1,11 @@
 //! Errors as JSON: `{"error": {"code": "…", "message": "…"}}` with the
 //! status that goes with the code (the codes are `crate::error::Code`).
 
+use super::body::{ErrorBody, ErrorDetail};
+use crate::error::{Code, ServiceError};
 use axum::Json;
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
-use serde_json::json;
-
-use crate::error::{Code, ServiceError};
 
 /// The HTTP status of a code.
 pub(crate) fn status(code: Code) -> StatusCode {
@@ -29,7 +28,12 @@ pub(crate) fn status(code: Code) -> StatusCode {
 impl IntoResponse for ServiceError {
     fn into_response(self) -> Response {
         let status = status(self.code());
-        let body = json!({"error": {"code": self.code().as_str(), "message": self.message()}});
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code().as_str(),
+                message: self.message().to_string(),
+            },
+        };
         let mut response = (status, Json(body)).into_response();
         if status == StatusCode::SERVICE_UNAVAILABLE {
             response.headers_mut().insert(
@@ -44,6 +48,7 @@ impl IntoResponse for ServiceError {
 #[cfg(test)]
 mod tests {
     use http_body_util::BodyExt;
+    use serde_json::json;
 
     use super::*;
 

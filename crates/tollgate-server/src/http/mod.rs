@@ -1,12 +1,19 @@
 //! The HTTP API: the router, authentication, request metrics. The
-//! handlers are in `api.rs`, errors as JSON in `error.rs`; the state is
+//! handlers are in `api.rs`, their bodies in `body.rs`, errors as JSON in
+//! `error.rs`, the OpenAPI document in `openapi.rs`; the state is
 //! `crate::state::AppState`, shared with gRPC. `tests.rs` drives the router
 //! in-process with `oneshot`; `tests/serve.rs` the binary on a socket.
 
 mod api;
+mod body;
+pub(crate) use body::ErrorBody;
 mod error;
+mod openapi;
+#[cfg(test)]
+mod openapi_tests;
 #[cfg(test)]
 mod tests;
+mod usage;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -15,7 +22,7 @@ use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::{MethodRouter, delete, get, post};
 use subtle::ConstantTimeEq;
 
 use crate::error::{Code, ServiceError};
@@ -24,24 +31,37 @@ use crate::state::AppState;
 /// The largest request body accepted.
 pub(crate) const MAX_BODY: usize = 64 * 1024;
 
+/// Every route: its path and its handlers. The router is built from this
+/// list, and `tests.rs` checks each of its routes and methods against
+/// `GET /openapi.json`, so a route cannot be added without its description.
+fn routes() -> Vec<(&'static str, MethodRouter<Arc<AppState>>)> {
+    vec![
+        ("/v1/check", post(api::check)),
+        ("/v1/charge", post(usage::charge)),
+        ("/v1/refund", post(usage::refund)),
+        ("/v1/settle", post(usage::settle)),
+        ("/v1/reserve", post(api::reserve)),
+        ("/v1/acquire", post(api::acquire)),
+        ("/v1/release", post(api::release)),
+        ("/v1/keys/{policy}/{key}", delete(api::reset)),
+        ("/v1/policies", get(api::policies)),
+        ("/healthz", get(api::healthz)),
+        ("/readyz", get(api::ready)),
+        ("/metrics", get(api::metrics)),
+        ("/openapi.json", get(openapi::openapi_json)),
+        ("/", get(crate::status::page)),
+        ("/v1/stats", get(crate::status::stats)),
+    ]
+}
+
 /// The application, as a function of its state (tested with `oneshot` in
 /// `tests.rs`, and on a real socket in `tests/serve.rs`).
 pub(crate) fn router(state: Arc<AppState>) -> Router {
-    Router::new()
-        .route("/v1/check", post(api::check))
-        .route("/v1/charge", post(api::charge))
-        .route("/v1/refund", post(api::refund))
-        .route("/v1/settle", post(api::settle))
-        .route("/v1/reserve", post(api::reserve))
-        .route("/v1/acquire", post(api::acquire))
-        .route("/v1/release", post(api::release))
-        .route("/v1/keys/{policy}/{key}", delete(api::reset))
-        .route("/v1/policies", get(api::policies))
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(api::ready))
-        .route("/metrics", get(api::metrics))
-        .route("/", get(crate::status::page))
-        .route("/v1/stats", get(crate::status::stats))
+    routes()
+        .into_iter()
+        .fold(Router::new(), |router, (path, handlers)| {
+            router.route(path, handlers)
+        })
         .fallback(|| async { ServiceError::new(Code::NotFound, "no such endpoint") })
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
@@ -49,17 +69,15 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-/// With a token configured, every endpoint but `/healthz` and the status
-/// page itself (`/`, which holds no data: it asks for the token and sends
-/// it to `/v1/stats`) wants `Authorization: Bearer <token>`, compared in
-/// constant time.
+/// With a token configured, every endpoint but `/healthz` wants
+/// `Authorization: Bearer <token>`, compared in constant time.
 async fn authenticate(
     State(state): State<Arc<AppState>>,
     request: Request,
     next: Next,
 ) -> Response {
     if let Some(token) = &state.token
-        && !matches!(request.uri().path(), "/healthz" | "/")
+        && request.uri().path() != "/healthz"
     {
         let given = request
             .headers()

@@ -40,7 +40,11 @@ lease = "30s"
 
 /// The state of a service on `settings`, with `token` and, with
 /// `metrics`, a Prometheus recorder of its own (not installed globally).
-async fn state(settings: StoreSettings, token: Option<&str>, metrics: bool) -> Arc<AppState> {
+pub(super) async fn state(
+    settings: StoreSettings,
+    token: Option<&str>,
+    metrics: bool,
+) -> Arc<AppState> {
     let config = Config::parse("test.toml", POLICIES).unwrap();
     Arc::new(AppState {
         backend: store::build(&settings).await.unwrap(),
@@ -55,20 +59,20 @@ async fn state(settings: StoreSettings, token: Option<&str>, metrics: bool) -> A
     })
 }
 
-async fn memory() -> Arc<AppState> {
+pub(super) async fn memory() -> Arc<AppState> {
     state(StoreSettings::default(), None, false).await
 }
 
 /// An answer: its status, its headers and its body (JSON when it parses).
 #[derive(Debug)]
-struct Answer {
-    status: StatusCode,
-    headers: http::HeaderMap,
-    text: String,
+pub(super) struct Answer {
+    pub(super) status: StatusCode,
+    pub(super) headers: http::HeaderMap,
+    pub(super) text: String,
 }
 
 impl Answer {
-    fn json(&self) -> Value {
+    pub(super) fn json(&self) -> Value {
         serde_json::from_str(&self.text).unwrap_or_else(|e| panic!("{e}: {:?}", self.text))
     }
 
@@ -79,7 +83,7 @@ impl Answer {
     }
 }
 
-async fn send(state: &Arc<AppState>, request: Request<Body>) -> Answer {
+pub(super) async fn send(state: &Arc<AppState>, request: Request<Body>) -> Answer {
     let response = router(state.clone()).oneshot(request).await.unwrap();
     let status = response.status();
     let headers = response.headers().clone();
@@ -91,7 +95,7 @@ async fn send(state: &Arc<AppState>, request: Request<Body>) -> Answer {
     }
 }
 
-async fn post(state: &Arc<AppState>, path: &str, body: impl Into<Body>) -> Answer {
+pub(super) async fn post(state: &Arc<AppState>, path: &str, body: impl Into<Body>) -> Answer {
     let request = Request::post(path)
         .header("content-type", "application/json")
         .body(body.into())
@@ -99,11 +103,11 @@ async fn post(state: &Arc<AppState>, path: &str, body: impl Into<Body>) -> Answe
     send(state, request).await
 }
 
-async fn post_json(state: &Arc<AppState>, path: &str, body: Value) -> Answer {
+pub(super) async fn post_json(state: &Arc<AppState>, path: &str, body: Value) -> Answer {
     post(state, path, body.to_string()).await
 }
 
-async fn get(state: &Arc<AppState>, path: &str) -> Answer {
+pub(super) async fn get(state: &Arc<AppState>, path: &str) -> Answer {
     send(state, Request::get(path).body(Body::empty()).unwrap()).await
 }
 

@@ -12,7 +12,8 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use crate::palette;
 use crate::state::AppState;
@@ -70,6 +71,8 @@ static PAGE: LazyLock<String> = LazyLock::new(|| {
 });
 
 /// `GET /`: the status page.
+#[utoipa::path(get, path = "/", tag = "operations",
+    responses((status = 200, description = "The status page (HTML, no external assets; no token needed: it asks for it to read `/v1/stats`)", body = String, content_type = "text/html")))]
 pub(crate) async fn page() -> Response {
     (
         [
@@ -89,50 +92,111 @@ fn unix_ms(at: SystemTime) -> u64 {
 /// `GET /v1/stats`: version, uptime, store, last reload, and each policy in
 /// force with its allowed and denied decisions per second over the last
 /// [`ring::SECONDS`] seconds, oldest first. Policy names only, never a key.
+#[utoipa::path(get, path = "/v1/stats", tag = "operations",
+    responses(
+        (status = 200, description = "The service's state and each policy's decisions per second", body = StatsBody),
+        (status = 401, description = "A token is configured and the bearer token is missing or wrong", body = crate::http::ErrorBody),
+    ))]
 pub(crate) async fn stats(State(state): State<Arc<AppState>>) -> Response {
     let status = &state.status;
     let now = Instant::now();
     let second = status.stats.second(now);
-    let policies: Vec<Value> = state
+    let policies = state
         .policies()
         .policies
         .iter()
         .map(|p| {
             let (allowed, denied) = status.stats.series(p.name(), second);
-            json!({
-                "name": p.name(),
-                "algorithm": p.algorithm().name(),
-                "limit": p.limit(),
-                "window_ms": p.time_span().as_millis() as u64,
-                "shadow": p.is_shadow(),
-                "leased": p.leased(),
-                "allowed": allowed,
-                "denied": denied,
-            })
+            PolicyStats {
+                name: p.name().to_string(),
+                algorithm: p.algorithm().name(),
+                limit: p.limit(),
+                window_ms: p.time_span().as_millis() as u64,
+                shadow: p.is_shadow(),
+                leased: p.leased(),
+                allowed,
+                denied,
+            }
         })
         .collect();
     let backend = &state.backend;
-    let store = json!({
-        "description": backend.describe(),
-        "breaker": backend.breaker().map(|b| b.as_str()),
-        "on_failure": backend.resilient.as_ref().map(|_| backend.settings.on_failure.as_str()),
-        "fallback_keys": backend.resilient.as_ref().map(|r| r.fallback_keys()),
+    let store = StoreStatus {
+        description: backend.describe(),
+        breaker: backend.breaker().map(|b| b.as_str()),
+        on_failure: backend
+            .resilient
+            .as_ref()
+            .map(|_| backend.settings.on_failure.as_str()),
+        fallback_keys: backend.resilient.as_ref().map(|r| r.fallback_keys()),
         // The library tells neither when the breaker opened nor how many
         // keys its deny cache holds.
-        "time_in_fallback_ms": Value::Null,
-        "deny_cache_keys": Value::Null,
-    });
+        time_in_fallback_ms: None,
+        deny_cache_keys: None,
+    };
     let reload = status.reload.lock().expect("reload lock").clone();
-    let reload =
-        reload.map(|r| json!({"at_unix_ms": unix_ms(r.at), "ok": r.ok, "message": r.message}));
-    Json(json!({
-        "version": env!("CARGO_PKG_VERSION"),
-        "uptime_s": now.duration_since(status.started).as_secs(),
-        "started_unix_ms": unix_ms(SystemTime::now() - now.duration_since(status.started)),
-        "seconds": ring::SECONDS,
-        "store": store,
-        "reload": reload,
-        "policies": policies,
-    }))
+    let reload = reload.map(|r| ReloadStatus {
+        at_unix_ms: unix_ms(r.at),
+        ok: r.ok,
+        message: r.message,
+    });
+    Json(StatsBody {
+        version: env!("CARGO_PKG_VERSION"),
+        uptime_s: now.duration_since(status.started).as_secs(),
+        started_unix_ms: unix_ms(SystemTime::now() - now.duration_since(status.started)),
+        seconds: ring::SECONDS as u64,
+        store,
+        reload,
+        policies,
+    })
     .into_response()
+}
+
+/// The answer of `GET /v1/stats`.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct StatsBody {
+    version: &'static str,
+    uptime_s: u64,
+    started_unix_ms: u64,
+    /// How many seconds each policy's series covers.
+    seconds: u64,
+    store: StoreStatus,
+    /// The last config reload, if any.
+    reload: Option<ReloadStatus>,
+    policies: Vec<PolicyStats>,
+}
+
+/// The store and its failure handling.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct StoreStatus {
+    description: String,
+    /// `closed` or `open`, behind a circuit breaker.
+    breaker: Option<&'static str>,
+    on_failure: Option<&'static str>,
+    /// Keys the local fallback holds.
+    fallback_keys: Option<usize>,
+    /// Not known yet (always null).
+    time_in_fallback_ms: Option<u64>,
+    /// Not known yet (always null).
+    deny_cache_keys: Option<u64>,
+}
+
+/// A config reload: applied or refused, and why.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct ReloadStatus {
+    at_unix_ms: u64,
+    ok: bool,
+    message: String,
+}
+
+/// A policy in force with its decisions per second, oldest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct PolicyStats {
+    name: String,
+    algorithm: &'static str,
+    limit: u64,
+    window_ms: u64,
+    shadow: bool,
+    leased: bool,
+    allowed: Vec<u64>,
+    denied: Vec<u64>,
 }

@@ -1,0 +1,106 @@
+//! The usage endpoints: `POST /v1/charge`, `/v1/refund` and `/v1/settle`.
+//! Always 200 once recorded (a charge past the limit is recorded, and says
+//! so with `"allowed": false`; a 429 would read as "not recorded"), with
+//! the headers of the state it left.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::response::{IntoResponse, Response};
+use tollgate::{Decision, Policy, Usage};
+use tollgate_tower::headers::RateLimitHeaders;
+
+use super::body::*;
+use crate::decide;
+use crate::error::ServiceError;
+use crate::state::AppState;
+
+/// Usage that already happened, recorded even past the limit (the key goes
+/// into debt).
+#[utoipa::path(post, path = "/v1/charge", tag = "usage",
+    request_body = UsageRequest,
+    responses(
+        (status = 200, description = "Recorded: the decision it left (`allowed` false when it did not fit)", body = DecisionBody),
+        (status = 400, description = "A bad body or field, or `unsupported`: a concurrency policy", body = ErrorBody),
+        (status = 401, description = "A token is configured and the bearer token is missing or wrong", body = ErrorBody),
+        (status = 404, description = "`unknown_policy`", body = ErrorBody),
+        (status = 413, description = "The body exceeds 64 KiB", body = ErrorBody),
+        (status = 503, description = "The store is unavailable: not recorded", body = ErrorBody),
+    ))]
+pub(super) async fn charge(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ServiceError> {
+    usage(&state, body, Usage::Charge).await
+}
+
+/// Units given back.
+#[utoipa::path(post, path = "/v1/refund", tag = "usage",
+    request_body = UsageRequest,
+    responses(
+        (status = 200, description = "Recorded: the decision it left", body = DecisionBody),
+        (status = 400, description = "A bad body or field, or `unsupported`: a concurrency policy", body = ErrorBody),
+        (status = 401, description = "A token is configured and the bearer token is missing or wrong", body = ErrorBody),
+        (status = 404, description = "`unknown_policy`", body = ErrorBody),
+        (status = 413, description = "The body exceeds 64 KiB", body = ErrorBody),
+        (status = 503, description = "The store is unavailable: not recorded", body = ErrorBody),
+    ))]
+pub(super) async fn refund(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ServiceError> {
+    usage(&state, body, Usage::Refund).await
+}
+
+async fn usage(
+    state: &AppState,
+    body: Result<Bytes, BytesRejection>,
+    op: Usage,
+) -> Result<Response, ServiceError> {
+    let obj = object(body)?;
+    let set = state.policies();
+    let req = UsageRequest::parse(&obj)?;
+    let policy = decide::policy(&set, req.policy)?;
+    let d = state
+        .usage(policy, req.key.as_bytes(), op, req.cost)
+        .await?;
+    Ok(recorded(policy, &d))
+}
+
+/// After a check of `estimate`: charges `actual - estimate` or refunds the
+/// difference; answered as a charge.
+#[utoipa::path(post, path = "/v1/settle", tag = "usage",
+    request_body = SettleRequest,
+    responses(
+        (status = 200, description = "Recorded: the decision it left", body = DecisionBody),
+        (status = 400, description = "A bad body or field, or `unsupported`: a concurrency policy", body = ErrorBody),
+        (status = 401, description = "A token is configured and the bearer token is missing or wrong", body = ErrorBody),
+        (status = 404, description = "`unknown_policy`", body = ErrorBody),
+        (status = 413, description = "The body exceeds 64 KiB", body = ErrorBody),
+        (status = 503, description = "The store is unavailable: not recorded", body = ErrorBody),
+    ))]
+pub(super) async fn settle(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ServiceError> {
+    let obj = object(body)?;
+    let set = state.policies();
+    let req = SettleRequest::parse(&obj)?;
+    let policy = decide::policy(&set, req.policy)?;
+    let d = state
+        .settle(policy, req.key.as_bytes(), req.estimate, req.actual)
+        .await?;
+    Ok(recorded(policy, &d))
+}
+
+/// 200 with the decision a usage record left and its headers.
+fn recorded(policy: &Policy, d: &Decision) -> Response {
+    let mut response = Json(DecisionBody::new(policy, d)).into_response();
+    if let Some(h) = RateLimitHeaders::new([(policy, d)].into_iter()) {
+        h.append_to(response.headers_mut());
+    }
+    response
+}
