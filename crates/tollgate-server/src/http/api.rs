@@ -60,10 +60,7 @@ fn answer(decided: &[(&Policy, Decision)], body: impl Serialize) -> Response {
         (status = 429, description = "Denied (a batch: some check denied)", body = CheckAnswer,
             headers(("Retry-After" = u64, description = "Seconds"))),
         (status = 400, description = "A bad body or field, a cost over the limit, a key twice in an atomic batch", body = ErrorBody),
-        (status = 401, description = "A token is configured and the bearer token is missing or wrong", body = ErrorBody),
-        (status = 404, description = "`unknown_policy`", body = ErrorBody),
-        (status = 413, description = "The body exceeds 64 KiB", body = ErrorBody),
-        (status = 503, description = "The store failed under `on_failure = \"deny\"`", body = ErrorBody),
+        DecisionErrors,
     ))]
 pub(super) async fn check(
     State(state): State<Arc<AppState>>,
@@ -163,10 +160,7 @@ async fn check_many(
         (status = 429, description = "The wait would exceed `max_wait_ms`; nothing reserved", body = ReservationBody,
             headers(("Retry-After" = u64, description = "Seconds"))),
         (status = 400, description = "A bad body or field, or `unsupported`: the policy's algorithm does not reserve", body = ErrorBody),
-        (status = 401, description = "A token is configured and the bearer token is missing or wrong", body = ErrorBody),
-        (status = 404, description = "`unknown_policy`", body = ErrorBody),
-        (status = 413, description = "The body exceeds 64 KiB", body = ErrorBody),
-        (status = 503, description = "The store failed under `on_failure = \"deny\"`", body = ErrorBody),
+        DecisionErrors,
     ))]
 pub(super) async fn reserve(
     State(state): State<Arc<AppState>>,
@@ -196,10 +190,7 @@ pub(super) async fn reserve(
         (status = 429, description = "Every lease is held", body = AcquireBody,
             headers(("Retry-After" = u64, description = "Seconds"))),
         (status = 400, description = "A bad body or field, or `unsupported`: not a concurrency policy", body = ErrorBody),
-        (status = 401, description = "A token is configured and the bearer token is missing or wrong", body = ErrorBody),
-        (status = 404, description = "`unknown_policy`", body = ErrorBody),
-        (status = 413, description = "The body exceeds 64 KiB", body = ErrorBody),
-        (status = 503, description = "The store failed under `on_failure = \"deny\"`", body = ErrorBody),
+        DecisionErrors,
     ))]
 pub(super) async fn acquire(
     State(state): State<Arc<AppState>>,
@@ -225,10 +216,7 @@ pub(super) async fn acquire(
     responses(
         (status = 200, description = "Given back, or already", body = ReleaseBody),
         (status = 400, description = "A bad body or field (a malformed lease), or `unsupported`", body = ErrorBody),
-        (status = 401, description = "A token is configured and the bearer token is missing or wrong", body = ErrorBody),
-        (status = 404, description = "`unknown_policy`", body = ErrorBody),
-        (status = 413, description = "The body exceeds 64 KiB", body = ErrorBody),
-        (status = 503, description = "The store failed under `on_failure = \"deny\"`", body = ErrorBody),
+        DecisionErrors,
     ))]
 pub(super) async fn release(
     State(state): State<Arc<AppState>>,

@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use tollgate::{Decision, Policy};
 use tollgate_tower::headers::ceil_millis;
-use utoipa::ToSchema;
+use utoipa::{IntoResponses, ToSchema};
 
 use super::MAX_BODY;
 use crate::error::{Code, ServiceError};
@@ -388,4 +388,27 @@ pub(crate) struct ErrorDetail {
     pub(super) code: &'static str,
     /// For people: names the field or value.
     pub(super) message: String,
+}
+
+/// The errors every decision and usage endpoint may answer besides its
+/// 400s (the statuses of `error::status`), for their `#[utoipa::path]`.
+#[derive(IntoResponses)]
+#[expect(
+    dead_code,
+    reason = "describes responses for the OpenAPI document; the handlers answer ServiceError"
+)]
+pub(super) enum DecisionErrors {
+    /// A token is configured and the bearer token is missing or wrong.
+    #[response(status = 401)]
+    Unauthorized(ErrorBody),
+    /// `unknown_policy`.
+    #[response(status = 404)]
+    UnknownPolicy(ErrorBody),
+    /// The body exceeds 64 KiB.
+    #[response(status = 413)]
+    PayloadTooLarge(ErrorBody),
+    /// The store failed under `on_failure = "deny"`: nothing decided or
+    /// recorded.
+    #[response(status = 503)]
+    StoreUnavailable(ErrorBody),
 }

@@ -37,7 +37,7 @@ async fn every_route_of_the_router_is_described() {
     let s = state(StoreSettings::default(), None, true).await;
     let mut served = BTreeSet::new();
     for (path, _) in routes() {
-        let concrete = path.replace('{', "").replace('}', "");
+        let concrete = path.replace(['{', '}'], "");
         for method in METHODS {
             let request = Request::builder()
                 .method(method.clone())

@@ -25,10 +25,7 @@ use crate::state::AppState;
     responses(
         (status = 200, description = "Recorded: the decision it left (`allowed` false when it did not fit)", body = DecisionBody),
         (status = 400, description = "A bad body or field, or `unsupported`: a concurrency policy", body = ErrorBody),
-        (status = 401, description = "A token is configured and the bearer token is missing or wrong", body = ErrorBody),
-        (status = 404, description = "`unknown_policy`", body = ErrorBody),
-        (status = 413, description = "The body exceeds 64 KiB", body = ErrorBody),
-        (status = 503, description = "The store is unavailable: not recorded", body = ErrorBody),
+        DecisionErrors,
     ))]
 pub(super) async fn charge(
     State(state): State<Arc<AppState>>,
@@ -43,10 +40,7 @@ pub(super) async fn charge(
     responses(
         (status = 200, description = "Recorded: the decision it left", body = DecisionBody),
         (status = 400, description = "A bad body or field, or `unsupported`: a concurrency policy", body = ErrorBody),
-        (status = 401, description = "A token is configured and the bearer token is missing or wrong", body = ErrorBody),
-        (status = 404, description = "`unknown_policy`", body = ErrorBody),
-        (status = 413, description = "The body exceeds 64 KiB", body = ErrorBody),
-        (status = 503, description = "The store is unavailable: not recorded", body = ErrorBody),
+        DecisionErrors,
     ))]
 pub(super) async fn refund(
     State(state): State<Arc<AppState>>,
@@ -77,10 +71,7 @@ async fn usage(
     responses(
         (status = 200, description = "Recorded: the decision it left", body = DecisionBody),
         (status = 400, description = "A bad body or field, or `unsupported`: a concurrency policy", body = ErrorBody),
-        (status = 401, description = "A token is configured and the bearer token is missing or wrong", body = ErrorBody),
-        (status = 404, description = "`unknown_policy`", body = ErrorBody),
-        (status = 413, description = "The body exceeds 64 KiB", body = ErrorBody),
-        (status = 503, description = "The store is unavailable: not recorded", body = ErrorBody),
+        DecisionErrors,
     ))]
 pub(super) async fn settle(
     State(state): State<Arc<AppState>>,
