@@ -72,7 +72,10 @@ static PAGE: LazyLock<String> = LazyLock::new(|| {
 
 /// `GET /`: the status page.
 #[utoipa::path(get, path = "/", tag = "operations",
-    responses((status = 200, description = "The status page (HTML, no external assets; no token needed: it asks for it to read `/v1/stats`)", body = String, content_type = "text/html")))]
+    responses(
+        (status = 200, description = "The status page (HTML, no external assets)", body = String, content_type = "text/html"),
+        (status = 401, description = "A token is configured and the bearer token is missing or wrong", body = crate::http::ErrorBody),
+    ))]
 pub(crate) async fn page() -> Response {
     (
         [
