@@ -16,7 +16,7 @@ use super::{api, usage};
     info(
         title = "tollgate",
         description = "The HTTP API of `tollgate serve`, a distributed rate limiter. With a \
-                       token configured, every endpoint but `/healthz` wants \
+                       token configured, every endpoint but `/healthz` and `/` wants \
                        `Authorization: Bearer <token>`. Errors are \
                        `{\"error\": {\"code\", \"message\"}}`."
     ),

@@ -73,8 +73,7 @@ static PAGE: LazyLock<String> = LazyLock::new(|| {
 /// `GET /`: the status page.
 #[utoipa::path(get, path = "/", tag = "operations",
     responses(
-        (status = 200, description = "The status page (HTML, no external assets)", body = String, content_type = "text/html"),
-        (status = 401, description = "A token is configured and the bearer token is missing or wrong", body = crate::http::ErrorBody),
+        (status = 200, description = "The status page (HTML, no external assets; no token needed: it holds no data, asks for the token and sends it to `/v1/stats`)", body = String, content_type = "text/html"),
     ))]
 pub(crate) async fn page() -> Response {
     (
