@@ -118,6 +118,12 @@ fn the_page_shows_policies_counts_and_the_breaker_in_chromium() {
         "{dom}"
     );
     assert!(dom.contains("none since start"), "{dom}");
+    assert!(
+        dom.contains("<dd id=\"fallback-time\">0 (on the store)</dd>"),
+        "{dom}"
+    );
+    // Both keys' denials were long (a window away): the deny cache holds them.
+    assert!(dom.contains("<dd id=\"deny-cache\">2</dd>"), "{dom}");
     assert!(!dom.contains("user-42"), "a limited key on the page: {dom}");
 
     let png = dir.join("page.png");

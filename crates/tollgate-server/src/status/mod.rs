@@ -130,10 +130,13 @@ pub(crate) async fn stats(State(state): State<Arc<AppState>>) -> Response {
             .as_ref()
             .map(|_| backend.settings.on_failure.as_str()),
         fallback_keys: backend.resilient.as_ref().map(|r| r.fallback_keys()),
-        // The library tells neither when the breaker opened nor how many
-        // keys its deny cache holds.
-        time_in_fallback_ms: None,
-        deny_cache_keys: None,
+        // 0 while the breaker is closed; none on the memory store.
+        time_in_fallback_ms: backend
+            .resilient
+            .as_ref()
+            .map(|r| r.open_for().map_or(0, |d| d.as_millis() as u64)),
+        // None on the memory store, and when the deny cache is off.
+        deny_cache_keys: backend.resilient.as_ref().and_then(|r| r.deny_cache_keys()),
     };
     let reload = status.reload.lock().expect("reload lock").clone();
     let reload = reload.map(|r| ReloadStatus {
@@ -176,10 +179,12 @@ pub(crate) struct StoreStatus {
     on_failure: Option<&'static str>,
     /// Keys the local fallback holds.
     fallback_keys: Option<usize>,
-    /// Not known yet (always null).
+    /// How long the breaker has been open, in ms: 0 while it is closed,
+    /// null on the memory store.
     time_in_fallback_ms: Option<u64>,
-    /// Not known yet (always null).
-    deny_cache_keys: Option<u64>,
+    /// How many keys the deny cache holds a denial for: null on the memory
+    /// store and when the deny cache is off.
+    deny_cache_keys: Option<usize>,
 }
 
 /// A config reload: applied or refused, and why.

@@ -2,6 +2,9 @@
 //! store, stop calling it until a probe succeeds.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
 
 /// Whether decisions go to the primary store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -29,6 +32,9 @@ pub(crate) struct Breaker {
     threshold: u32,
     failures: AtomicU32,
     open: AtomicBool,
+    /// When the breaker last opened, while it is open. Written only on the
+    /// two transitions, read by status pages, never on the decision path.
+    opened_at: Mutex<Option<Instant>>,
 }
 
 impl Breaker {
@@ -37,6 +43,7 @@ impl Breaker {
             threshold,
             failures: AtomicU32::new(0),
             open: AtomicBool::new(false),
+            opened_at: Mutex::new(None),
         }
     }
 
@@ -63,17 +70,29 @@ impl Breaker {
     /// breaker, so that the switch is logged and probed once.
     pub(crate) fn failure(&self, transient: bool) -> bool {
         let n = self.failures.fetch_add(1, Ordering::Relaxed) + 1;
-        (n >= self.threshold || !transient) && !self.open.swap(true, Ordering::AcqRel)
+        (n >= self.threshold || !transient) && self.open()
     }
 
     /// Opens the breaker whatever the count; true if it was closed.
     pub(crate) fn open(&self) -> bool {
-        !self.open.swap(true, Ordering::AcqRel)
+        let mut opened_at = self.opened_at.lock();
+        let opened = !self.open.swap(true, Ordering::AcqRel);
+        if opened {
+            *opened_at = Some(Instant::now());
+        }
+        opened
     }
 
     pub(crate) fn close(&self) {
+        let mut opened_at = self.opened_at.lock();
         self.failures.store(0, Ordering::Relaxed);
         self.open.store(false, Ordering::Release);
+        *opened_at = None;
+    }
+
+    /// How long the breaker has been open: `None` while it is closed.
+    pub(crate) fn open_for(&self) -> Option<Duration> {
+        self.opened_at.lock().map(|at| at.elapsed())
     }
 }
 
@@ -102,5 +121,18 @@ mod tests {
         assert!(b.failure(false), "a permission refused opens it");
         assert_eq!(b.state(), BreakerState::Open);
         assert!(!b.failure(false), "once");
+    }
+
+    #[test]
+    fn it_tells_how_long_it_has_been_open() {
+        let b = Breaker::new(1);
+        assert_eq!(b.open_for(), None, "closed");
+        assert!(b.failure(true));
+        let first = b.open_for().expect("open since the failure");
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(!b.open(), "already open: the moment it opened stays");
+        assert!(b.open_for().expect("still open") >= first + Duration::from_millis(5));
+        b.close();
+        assert_eq!(b.open_for(), None, "closed again");
     }
 }

@@ -47,6 +47,12 @@ impl DenyCache {
         }
     }
 
+    /// How many keys have a denial remembered (expired ones included until
+    /// a lookup or the cap drops them).
+    pub(crate) fn len(&self) -> usize {
+        self.denials.lock().len()
+    }
+
     /// A denial of `cost` at `now`, if one is proven.
     pub(crate) fn lookup(
         &self,

@@ -71,6 +71,18 @@ impl ResilientStore {
         self.inner.fallback.len()
     }
 
+    /// How long decisions have come from the failure policy: `None` while
+    /// the breaker is closed.
+    pub fn open_for(&self) -> Option<Duration> {
+        self.inner.breaker.open_for()
+    }
+
+    /// How many keys the deny cache holds a denial for; `None` when the
+    /// deny cache is off.
+    pub fn deny_cache_keys(&self) -> Option<usize> {
+        self.inner.deny_cache.as_ref().map(DenyCache::len)
+    }
+
     fn record(policy: &Policy, result: Result<Decision>) -> Result<Decision> {
         if let Ok(d) = &result {
             metrics::record_decision(policy.name(), d);
