@@ -15,8 +15,14 @@ use crate::http::router;
 use crate::state::AppState;
 use crate::store;
 
+mod overrides;
+mod reload;
+
+use self::overrides::Overrides;
+use self::reload::reload_on_change;
+
 /// The policies served when no config file is given nor found.
-const BUILT_IN: &str = include_str!("../examples/tollgate.toml");
+const BUILT_IN: &str = include_str!("../../examples/tollgate.toml");
 
 /// Arguments of `tollgate serve`.
 #[derive(Debug, Args)]
@@ -141,67 +147,6 @@ pub(crate) fn run(args: ServeArgs) -> i32 {
     };
     let grpc = config.server.grpc_listen;
     runtime.block_on(serve(config, path, listen, grpc, overrides))
-}
-
-/// What the command line says over the config file, on start and on every
-/// reload (so that a reload compares like with like).
-#[derive(Debug, Clone)]
-struct Overrides {
-    redis: Vec<String>,
-    redis_sentinel: Vec<String>,
-    redis_master_name: Option<String>,
-    require_redis: bool,
-    token: Option<String>,
-    grpc_listen: Option<SocketAddr>,
-    shadow: bool,
-}
-
-impl Overrides {
-    /// Puts the command line over `config`; an error when the Sentinel
-    /// flags and the file do not make a whole (sentinels and a master
-    /// name).
-    fn apply(&self, config: &mut Config) -> Result<(), String> {
-        if !self.redis.is_empty() {
-            config.store.urls = self.redis.clone();
-            config.store.master_name = None;
-        }
-        if !self.redis_sentinel.is_empty() {
-            config.store.urls = self.redis_sentinel.clone();
-            config.store.master_name = self
-                .redis_master_name
-                .clone()
-                .or(config.store.master_name.take());
-            if config.store.master_name.is_none() {
-                return Err(
-                    "--redis-sentinel needs --redis-master-name (or `master_name` under [store])"
-                        .into(),
-                );
-            }
-        } else if let Some(name) = &self.redis_master_name {
-            if config.store.master_name.is_none() {
-                return Err(
-                    "--redis-master-name needs --redis-sentinel (or `sentinels` under [store])"
-                        .into(),
-                );
-            }
-            config.store.master_name = Some(name.clone());
-        }
-        if self.require_redis {
-            config.store.require_at_startup = true;
-        }
-        if self.token.is_some() {
-            config.server.token = self.token.clone();
-        }
-        if self.grpc_listen.is_some() {
-            config.server.grpc_listen = self.grpc_listen;
-        }
-        if self.shadow {
-            for policy in &mut config.policies.policies {
-                *policy = policy.clone().shadow();
-            }
-        }
-        Ok(())
-    }
 }
 
 async fn serve(
@@ -348,61 +293,6 @@ pub(crate) async fn shutdown() {
         _ = int.recv() => {}
     }
     tracing::info!("shutting down: finishing requests in flight");
-}
-
-fn modified(path: &Path) -> Option<SystemTime> {
-    std::fs::metadata(path).and_then(|m| m.modified()).ok()
-}
-
-/// Reloads the policies on SIGHUP and when the file changes (checked every
-/// second). A config that fails validation leaves the running one in place.
-async fn reload_on_change(
-    state: Arc<AppState>,
-    path: PathBuf,
-    overrides: Overrides,
-    running: Config,
-) {
-    let Ok(mut hup) = signal(SignalKind::hangup()) else {
-        return;
-    };
-    let mut seen = modified(&path);
-    loop {
-        tokio::select! {
-            _ = hup.recv() => {}
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {
-                let now = modified(&path);
-                if now == seen {
-                    continue;
-                }
-            }
-        }
-        seen = modified(&path);
-        match Config::load(&path) {
-            Ok(mut new) => {
-                // The running store keeps its servers whatever the file
-                // now says (a store change waits for a restart).
-                let _ = overrides.apply(&mut new);
-                if new.store != running.store || new.server != running.server {
-                    tracing::warn!(
-                        "[server], [store] and on_failure changes take effect after a restart"
-                    );
-                }
-                let names: Vec<&str> = new.policies.policies.iter().map(|p| p.name()).collect();
-                tracing::info!(policies = ?names, "reloaded {}", path.display());
-                let message = format!("applied, policies: {}", names.join(", "));
-                state.replace_policies(new.policies);
-                state.status.reloaded(true, message);
-            }
-            Err(errors) => {
-                let first = errors.first().map(ToString::to_string).unwrap_or_default();
-                let message = format!("refused, the running config stays: {first}");
-                state.status.reloaded(false, message);
-                for e in errors {
-                    tracing::error!("reload refused, the running config stays: {e}");
-                }
-            }
-        }
-    }
 }
 
 /// Registers the service's label-free series at their present values, so a

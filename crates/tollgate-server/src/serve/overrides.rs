@@ -1,0 +1,64 @@
+//! What `tollgate serve`'s command line puts over the config file.
+
+use super::*;
+
+/// What the command line says over the config file, on start and on every
+/// reload (so that a reload compares like with like).
+#[derive(Debug, Clone)]
+pub(super) struct Overrides {
+    pub(super) redis: Vec<String>,
+    pub(super) redis_sentinel: Vec<String>,
+    pub(super) redis_master_name: Option<String>,
+    pub(super) require_redis: bool,
+    pub(super) token: Option<String>,
+    pub(super) grpc_listen: Option<SocketAddr>,
+    pub(super) shadow: bool,
+}
+
+impl Overrides {
+    /// Puts the command line over `config`; an error when the Sentinel
+    /// flags and the file do not make a whole (sentinels and a master
+    /// name).
+    pub(super) fn apply(&self, config: &mut Config) -> Result<(), String> {
+        if !self.redis.is_empty() {
+            config.store.urls = self.redis.clone();
+            config.store.master_name = None;
+        }
+        if !self.redis_sentinel.is_empty() {
+            config.store.urls = self.redis_sentinel.clone();
+            config.store.master_name = self
+                .redis_master_name
+                .clone()
+                .or(config.store.master_name.take());
+            if config.store.master_name.is_none() {
+                return Err(
+                    "--redis-sentinel needs --redis-master-name (or `master_name` under [store])"
+                        .into(),
+                );
+            }
+        } else if let Some(name) = &self.redis_master_name {
+            if config.store.master_name.is_none() {
+                return Err(
+                    "--redis-master-name needs --redis-sentinel (or `sentinels` under [store])"
+                        .into(),
+                );
+            }
+            config.store.master_name = Some(name.clone());
+        }
+        if self.require_redis {
+            config.store.require_at_startup = true;
+        }
+        if self.token.is_some() {
+            config.server.token = self.token.clone();
+        }
+        if self.grpc_listen.is_some() {
+            config.server.grpc_listen = self.grpc_listen;
+        }
+        if self.shadow {
+            for policy in &mut config.policies.policies {
+                *policy = policy.clone().shadow();
+            }
+        }
+        Ok(())
+    }
+}
