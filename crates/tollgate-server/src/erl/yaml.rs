@@ -15,6 +15,8 @@
 //! strings. Anchors, aliases and `<<` merges are expanded; a map key given
 //! twice keeps its last value, as yaml.v2 does. Only the first document of
 //! the stream counts.
+//!
+//! Kept whole on purpose: one concept, the document as yaml.v2 sees it; the event walk and the YAML 1.1 resolution it applies to each scalar are read together.
 
 use std::collections::HashMap;
 

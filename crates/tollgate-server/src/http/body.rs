@@ -1,6 +1,8 @@
 //! The bodies of the HTTP API as types: requests parsed from JSON by hand
 //! (so every problem names its field), answers serialized. Their
 //! `ToSchema` derives are what `GET /openapi.json` describes.
+//!
+//! Kept whole on purpose: the API's bodies side by side, so the document and the parsers are read against each other.
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;

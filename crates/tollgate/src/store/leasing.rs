@@ -43,6 +43,8 @@
 //! still spent; then the check goes to the wrapped store's
 //! [`check`](Store::check), whose failure policy (a
 //! [`ResilientStore`](super::resilient::ResilientStore)'s fallback) answers.
+//!
+//! Kept whole on purpose: one concept, a lease's life (taken, spent, refilled, swept, given back), all on one key slot and its locks.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,6 +1,8 @@
 //! Calls answered as ERL answers them: the outcomes ERL's own service,
 //! integration and README examples assert, written anew, on the memory
 //! counter.
+//!
+//! Kept whole on purpose: one concern, ERL's answers on the memory counter, with one set of request builders.
 
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::{

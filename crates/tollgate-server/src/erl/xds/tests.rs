@@ -4,6 +4,8 @@
 //! request it gets, and can go away and come back on the same port. The
 //! decisions are checked by `ShouldRateLimit` calls through ERL mode's real
 //! gRPC service.
+//!
+//! Kept whole on purpose: one stand-in server and the scenarios run against it, which share its snapshot and request log.
 
 use std::net::SocketAddr;
 use std::pin::Pin;

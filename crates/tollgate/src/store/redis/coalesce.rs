@@ -28,6 +28,8 @@
 //! what a deadline costs the server). The group's deadline is the
 //! earliest of its checks'; each check's reply, or its own error, goes to
 //! its caller.
+//!
+//! Kept whole on purpose: one concept, the queue and the flush that drains it share their invariants (in flight, batch size, each reply to its caller).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
