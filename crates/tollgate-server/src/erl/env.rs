@@ -1,9 +1,10 @@
 //! ERL's environment (`src/settings/settings.go`), read by `tollgate serve`
 //! in ERL mode so that switching is an image change.
 //!
-//! Honoured: `REDIS_URL`, `REDIS_SOCKET_TYPE` (tcp, unix), `REDIS_TYPE`
-//! (single, cluster), `REDIS_AUTH` (`password` or `user:password`),
-//! `REDIS_TLS`, `REDIS_TLS_SKIP_HOSTNAME_VERIFICATION`, `HOST`, `PORT`,
+//! Honoured: the Redis variables `redis_env` reads (`REDIS_URL`,
+//! `REDIS_SOCKET_TYPE`, `REDIS_TYPE` single, cluster or sentinel,
+//! `REDIS_AUTH`, `REDIS_SENTINEL_AUTH`), `REDIS_TLS`,
+//! `REDIS_TLS_SKIP_HOSTNAME_VERIFICATION`, `HOST`, `PORT`,
 //! `GRPC_HOST`, `GRPC_PORT`, `RUNTIME_ROOT`, `RUNTIME_SUBDIRECTORY`,
 //! `RUNTIME_APPDIRECTORY`, `RUNTIME_IGNOREDOTFILES`, `CACHE_KEY_PREFIX`,
 //! `SHADOW_MODE`, `QUOTA_MODE`, `LIMIT_RESPONSE_HEADERS_ENABLED`,
@@ -15,13 +16,15 @@
 //!
 //! Refused (the service does not start) when set to what would change
 //! behaviour tollgate does not have: see [`REFUSED`]. Everything else ERL
-//! reads (log, stats sink, pool and pipeline tuning) is about ERL's own
-//! process and is ignored.
+//! reads (log, stats sink, pool and pipeline tuning, the `REDIS_PERSECOND_*`
+//! settings of the second Redis `REDIS_PERSECOND` would turn on) is about
+//! ERL's own process, or unused, and is ignored.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
+use super::redis_env::RedisTarget;
 use super::service::{HeaderNames, Settings};
 use super::tls::GrpcTls;
 
@@ -34,14 +37,24 @@ pub(crate) const REFUSED: &[Refused] = &[
         "only the redis backend is supported",
     ),
     (
-        "REDIS_TYPE",
-        |v| v.eq_ignore_ascii_case("sentinel"),
-        "Redis Sentinel is not supported in ERL mode",
-    ),
-    (
         "REDIS_PERSECOND",
         is_true,
         "a second Redis for per-second limits is not supported",
+    ),
+    (
+        "REDIS_TLS_CLIENT_CERT",
+        |v| !v.is_empty(),
+        "a client certificate for Redis is not supported",
+    ),
+    (
+        "REDIS_TLS_CACERT",
+        |v| !v.is_empty(),
+        "a CA of its own for Redis is not supported (the Mozilla roots of webpki-roots are used)",
+    ),
+    (
+        "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION",
+        is_true,
+        "/healthcheck does not look at the Redis connection",
     ),
     (
         "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT",
@@ -82,8 +95,8 @@ fn is_true(v: &str) -> bool {
 #[derive(Debug, Clone)]
 pub(crate) struct ErlEnv {
     pub(crate) settings: Settings,
-    /// Redis URLs (one, or a cluster's seeds); empty when `REDIS_URL` is unset.
-    pub(crate) redis_urls: Vec<String>,
+    /// Where the counters are; `None` when `REDIS_URL` is unset.
+    pub(crate) redis: Option<RedisTarget>,
     pub(crate) http: SocketAddr,
     pub(crate) grpc: SocketAddr,
     /// `RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY`, when
@@ -146,8 +159,6 @@ pub(crate) fn read(
     let port = parse("PORT", "8080");
     let grpc_host = parse("GRPC_HOST", "0.0.0.0");
     let grpc_port = parse("GRPC_PORT", "8081");
-    let socket = parse("REDIS_SOCKET_TYPE", "tcp");
-    let redis_type = parse("REDIS_TYPE", "single");
     let jitter_max_seconds = jitter.parse().unwrap_or_else(|_| {
         errors.push(format!(
             "EXPIRATION_JITTER_MAX_SECONDS={jitter}: not a whole number of seconds"
@@ -178,32 +189,7 @@ pub(crate) fn read(
     };
     let http = addr("HOST", &host, "PORT", &port);
     let grpc = addr("GRPC_HOST", &grpc_host, "GRPC_PORT", &grpc_port);
-    let redis_urls = match get("REDIS_URL").filter(|v| !v.is_empty()) {
-        None => Vec::new(),
-        Some(url) => {
-            let auth = get("REDIS_AUTH").unwrap_or("");
-            let urls: Vec<String> =
-                match (socket.as_str(), redis_type.to_ascii_lowercase().as_str()) {
-                    ("unix", _) => vec![format!("redis+unix://{url}")],
-                    ("tcp", "single") => vec![redis_url(url, auth, tls, insecure)],
-                    ("tcp", "cluster") => url
-                        .split(',')
-                        .map(|u| redis_url(u.trim(), auth, tls, insecure))
-                        .collect(),
-                    ("tcp", other) => {
-                        errors.push(format!(
-                            "REDIS_TYPE={other}: not single, cluster or sentinel"
-                        ));
-                        Vec::new()
-                    }
-                    (other, _) => {
-                        errors.push(format!("REDIS_SOCKET_TYPE={other}: not tcp or unix"));
-                        Vec::new()
-                    }
-                };
-            urls
-        }
-    };
+    let redis = super::redis_env::read(get, tls, insecure, &mut errors);
     let config_dir = get("RUNTIME_ROOT").map(|root| {
         let mut dir = PathBuf::from(root);
         dir.push(get("RUNTIME_SUBDIRECTORY").unwrap_or(""));
@@ -242,37 +228,13 @@ pub(crate) fn read(
             jitter_max_seconds,
             near_limit_ratio,
         },
-        redis_urls,
+        redis,
         http,
         grpc,
         config_dir,
         ignore_dotfiles,
         grpc_tls,
     })
-}
-
-/// ERL's `host:port` (with `REDIS_AUTH` and `REDIS_TLS`) as a Redis URL.
-fn redis_url(host_port: &str, auth: &str, tls: bool, insecure: bool) -> String {
-    let scheme = if tls { "rediss" } else { "redis" };
-    let credentials = match auth.split_once(':') {
-        _ if auth.is_empty() => String::new(),
-        Some((user, password)) => format!("{}:{}@", encode(user), encode(password)),
-        None => format!(":{}@", encode(auth)),
-    };
-    let fragment = if tls && insecure { "#insecure" } else { "" };
-    format!("{scheme}://{credentials}{host_port}{fragment}")
-}
-
-/// Percent-encodes all but unreserved characters.
-fn encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -288,7 +250,7 @@ mod tests {
         let e = env(&[]).unwrap();
         assert_eq!(e.http, "0.0.0.0:8080".parse().unwrap());
         assert_eq!(e.grpc, "0.0.0.0:8081".parse().unwrap());
-        assert!(e.redis_urls.is_empty() && e.config_dir.is_none() && e.ignore_dotfiles);
+        assert!(e.redis.is_none() && e.config_dir.is_none() && e.ignore_dotfiles);
         assert_eq!(e.settings.jitter_max_seconds, 300);
         assert!(e.settings.headers.is_none() && !e.settings.global_shadow);
     }
@@ -311,7 +273,12 @@ mod tests {
             ("LIMIT_RESET_HEADER", "X-Reset"),
         ])
         .unwrap();
-        assert_eq!(e.redis_urls, ["rediss://user:p%40ss@redis.ns:6379"]);
+        assert_eq!(
+            e.redis,
+            Some(RedisTarget::Urls(vec![
+                "rediss://user:p%40ss@redis.ns:6379".to_string()
+            ]))
+        );
         assert_eq!(e.http.port(), 9080);
         assert_eq!(e.grpc, "127.0.0.1:8081".parse().unwrap());
         assert_eq!(e.config_dir, Some(PathBuf::from("/data/ratelimit/config")));
@@ -329,20 +296,26 @@ mod tests {
             ("REDIS_AUTH", "pw"),
         ])
         .unwrap();
-        assert_eq!(c.redis_urls, ["redis://:pw@a:1", "redis://:pw@b:2"]);
+        assert_eq!(
+            c.redis,
+            Some(RedisTarget::Urls(vec![
+                "redis://:pw@a:1".to_string(),
+                "redis://:pw@b:2".to_string()
+            ]))
+        );
     }
 
     #[test]
     fn refuses_what_it_cannot_honour() {
         let errors = env(&[
             ("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "true"),
-            ("REDIS_TYPE", "SENTINEL"),
+            ("REDIS_PERSECOND", "true"),
             ("SHADOW_MODE", "maybe"),
             ("PORT", "http"),
         ])
         .unwrap_err();
         assert_eq!(errors.len(), 4, "{errors:?}");
-        assert!(errors[0].starts_with("REDIS_TYPE=SENTINEL"), "{errors:?}");
+        assert!(errors[0].starts_with("REDIS_PERSECOND=true"), "{errors:?}");
         // set to their harmless values, they are fine
         assert!(
             env(&[

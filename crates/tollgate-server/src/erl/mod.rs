@@ -22,6 +22,7 @@ mod key;
 mod keys;
 mod matcher;
 mod redis;
+mod redis_env;
 pub(crate) mod serve;
 mod service;
 mod state;

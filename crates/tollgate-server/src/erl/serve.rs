@@ -19,6 +19,7 @@ use super::counter::{Counter, MemoryCounter};
 use super::env::{self, ErlEnv};
 use super::files::{self, Fingerprint};
 use super::redis::RedisCounter;
+use super::redis_env::RedisTarget;
 use super::state::ErlState;
 
 /// What the command line says over ERL's environment.
@@ -121,27 +122,20 @@ fn start(flags: Flags, env: ErlEnv, origin: Origin, config: super::ErlConfig) ->
 
 async fn serve(flags: Flags, env: ErlEnv, origin: Origin, config: super::ErlConfig) -> i32 {
     let metrics = PrometheusBuilder::new().install_recorder().ok();
-    let urls = if flags.redis.is_empty() {
-        env.redis_urls.clone()
+    let target = if flags.redis.is_empty() {
+        env.redis.clone()
     } else {
-        flags.redis.clone()
+        Some(RedisTarget::Urls(flags.redis.clone()))
     };
-    let (counter, store): (Arc<dyn Counter>, String) = if urls.is_empty() {
-        (Arc::new(MemoryCounter::default()), "memory".to_string())
-    } else {
-        match RedisCounter::connect(&urls).await {
-            Ok(c) => (
-                Arc::new(c),
-                format!("redis ({})", crate::store::redact(&urls[0])),
-            ),
+    let (counter, store): (Arc<dyn Counter>, String) = match target {
+        None => (Arc::new(MemoryCounter::default()), "memory".to_string()),
+        Some(target) => match RedisCounter::connect(&target).await {
+            Ok(c) => (Arc::new(c), target.describe()),
             Err(e) => {
-                eprintln!(
-                    "error: cannot connect to {}: {e}",
-                    crate::store::redact(&urls[0])
-                );
+                eprintln!("error: cannot connect to {}: {e}", target.describe());
                 return 1;
             }
-        }
+        },
     };
     let http_addr = flags.listen.unwrap_or(env.http);
     let grpc_addr = flags.grpc_listen.unwrap_or(env.grpc);

@@ -37,11 +37,19 @@ impl Service {
     /// `tollgate serve --config CONFIG ARGS` on 127.0.0.1, port picked by
     /// the system.
     pub(crate) fn start(config: &Path, args: &[&str]) -> Service {
+        let config = config.display().to_string();
+        let mut all = vec!["serve", "--listen", "127.0.0.1:0", "--config", &config];
+        all.extend_from_slice(args);
+        Service::run(&all, &[])
+    }
+
+    /// `tollgate ARGS` with only the variables `env` (the first line it
+    /// prints must be where it listens, as `serve` prints it).
+    pub(crate) fn run(args: &[&str], env: &[(&str, &str)]) -> Service {
         let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-            .arg(config)
             .args(args)
-            .env_remove("TOLLGATE_TOKEN")
+            .env_clear()
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -56,6 +64,16 @@ impl Service {
             .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
             .to_string();
         Service { child, addr }
+    }
+
+    /// `tollgate serve` in ERL mode on the config at `config` (file or
+    /// directory), with only the variables `env`; HTTP and gRPC on free
+    /// ports (gRPC's is not known to the caller).
+    pub(crate) fn erl(config: &Path, env: &[(&str, &str)]) -> Service {
+        let config = config.display().to_string();
+        let mut args = vec!["serve", "--envoy-config", config.as_str()];
+        args.extend(["--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0"]);
+        Service::run(&args, env)
     }
 
     /// One HTTP/1.1 request with extra header lines; the response's text.

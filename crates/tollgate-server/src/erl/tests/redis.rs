@@ -10,6 +10,7 @@ use tollgate_testkit::RedisServer;
 
 use crate::erl::files::parse;
 use crate::erl::redis::RedisCounter;
+use crate::erl::redis_env::RedisTarget;
 use crate::erl::service::{Settings, should_rate_limit};
 
 const CONFIG: &str = "
@@ -46,7 +47,9 @@ async fn erl_and_tollgate_count_together_on_erls_keys() {
         near_limit_ratio: 0.8,
         ..Settings::default()
     };
-    let counter = RedisCounter::connect(&[server.url()]).await.unwrap();
+    let counter = RedisCounter::connect(&RedisTarget::Urls(vec![server.url()]))
+        .await
+        .unwrap();
     // The middle of a minute, so that the test stays in one window.
     let now = {
         let wall = std::time::SystemTime::now()

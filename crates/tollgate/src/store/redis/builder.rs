@@ -187,9 +187,7 @@ impl RedisStoreBuilder {
 
     /// How a standalone server's (or the master's) connection reconnects.
     fn manager_config(&self) -> ConnectionManagerConfig {
-        ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(self.connect_timeout))
-            .set_number_of_retries(1)
+        manager_config(self.connect_timeout)
     }
 
     /// The connection to one standalone server or to a cluster.
@@ -228,6 +226,14 @@ impl RedisStoreBuilder {
             }
         })
     }
+}
+
+/// How a connection to one server reconnects: each attempt given
+/// `timeout`, one retry.
+pub(super) fn manager_config(timeout: Duration) -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(timeout))
+        .set_number_of_retries(1)
 }
 
 fn bad_url(e: &redis::RedisError) -> Error {

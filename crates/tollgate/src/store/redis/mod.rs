@@ -11,8 +11,9 @@
 // decision), `lease.rs`, `batch.rs` (atomic batches), `cross_slot.rs`
 // (atomic batches across cluster slots, by refunds), `store.rs` (the
 // [`Store`](super::Store) impl), `texts.rs` (the scripts' texts), `scripts.rs` (running them, NOSCRIPT),
-// `coalesce.rs` (pipelining busy callers), `connection.rs`, `sentinel.rs`
-// (the master Redis Sentinel names, followed after a failover), `error.rs`.
+// `coalesce.rs` (pipelining busy callers), `connection.rs`, `sentinel/`
+// (the master Redis Sentinel names, followed after a failover; `SentinelMaster` that connection for
+// commands of one's own), `error.rs`.
 
 mod algorithm;
 mod batch;
@@ -45,6 +46,7 @@ pub use self::clock::TimeSource;
 use self::connection::Connection;
 use self::error::store_error;
 use self::scripts::Scripts;
+pub use self::sentinel::SentinelMaster;
 use crate::{MonotonicClock, Result};
 
 /// A [`Store`](super::Store) on Redis or Redis Cluster.

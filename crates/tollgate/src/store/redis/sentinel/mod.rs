@@ -27,8 +27,10 @@ use super::coalesce::{Coalescer, WindowCheck};
 use super::error::{kind_of, store_error};
 use crate::{Result, StoreErrorKind};
 
+mod master;
 mod target;
 
+pub use self::master::SentinelMaster;
 use self::target::bad;
 pub(crate) use self::target::{MasterAuth, SentinelTarget, is_sentinel_url};
 
@@ -125,6 +127,18 @@ impl SentinelConnection {
             Some(queue) if pipelined => queue.query(cmd).await,
             _ => cmd.query_async(&mut master.manager.clone()).await,
         };
+        if let Err(e) = &result {
+            self.after_error(e);
+        }
+        result
+    }
+
+    /// Sends a pipeline of the caller's own commands to the master, and
+    /// asks the sentinels again when it fails as a call to a moved master
+    /// does.
+    pub(crate) async fn query_pipeline(&self, pipe: &redis::Pipeline) -> RedisResult<Value> {
+        let master = self.master();
+        let result = pipe.query_async(&mut master.manager.clone()).await;
         if let Err(e) = &result {
             self.after_error(e);
         }
