@@ -9,6 +9,7 @@ use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
 use crate::lease::Leases;
+use crate::settle::Settlement;
 
 pin_project! {
     /// The body of every response of [`RateLimit`](crate::RateLimit).
@@ -17,11 +18,15 @@ pin_project! {
     /// middleware gave itself (a `429`). It also holds the request's
     /// concurrency leases: they are given back when the body has been sent
     /// to its end, fails, or is dropped — so a streamed download counts as
-    /// in flight until its last byte, not until its headers.
+    /// in flight until its last byte, not until its headers. At the same
+    /// moment, once, the request's usage limits are settled with the
+    /// [`Usage`](crate::Usage) its response reported (a task spawned on the
+    /// tokio runtime).
     pub struct ResponseBody<B> {
         #[pin]
         kind: Kind<B>,
         leases: Leases,
+        settlement: Option<Settlement>,
     }
 }
 
@@ -34,10 +39,15 @@ pin_project! {
 }
 
 impl<B> ResponseBody<B> {
-    pub(crate) fn inner(body: B, leases: Leases) -> ResponseBody<B> {
+    pub(crate) fn inner(
+        body: B,
+        leases: Leases,
+        settlement: Option<Settlement>,
+    ) -> ResponseBody<B> {
         ResponseBody {
             kind: Kind::Inner { body },
             leases,
+            settlement,
         }
     }
 
@@ -47,7 +57,15 @@ impl<B> ResponseBody<B> {
                 data: (!data.is_empty()).then_some(data),
             },
             leases: Leases::new(),
+            settlement: None,
         }
+    }
+
+    /// The request is no longer in flight: its leases go back and its
+    /// usage is settled (each drop spawns its store call), once.
+    fn end(leases: &mut Leases, settlement: &mut Option<Settlement>) {
+        leases.clear();
+        drop(settlement.take());
     }
 }
 
@@ -60,6 +78,7 @@ impl<B> fmt::Debug for ResponseBody<B> {
         f.debug_struct("ResponseBody")
             .field("kind", &kind)
             .field("leases", &self.leases.len())
+            .field("settles", &self.settlement.is_some())
             .finish()
     }
 }
@@ -77,13 +96,19 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
         let this = self.project();
-        let frame = match this.kind.project() {
-            KindProj::Inner { body } => ready!(body.poll_frame(cx)),
-            KindProj::Full { data } => data.take().map(|d| Ok(Frame::data(d.into()))),
+        let (frame, ended) = match this.kind.project() {
+            KindProj::Inner { mut body } => {
+                let frame = ready!(body.as_mut().poll_frame(cx));
+                // A body that knows it has sent its last frame may not be
+                // polled again: end there rather than when it is dropped.
+                let ended = !matches!(frame, Some(Ok(_))) || body.is_end_stream();
+                (frame, ended)
+            }
+            KindProj::Full { data } => (data.take().map(|d| Ok(Frame::data(d.into()))), true),
         };
-        if !matches!(frame, Some(Ok(_))) {
+        if ended {
             // The end, or a failure: the request is no longer in flight.
-            this.leases.clear();
+            ResponseBody::<B>::end(this.leases, this.settlement);
         }
         Poll::Ready(frame)
     }

@@ -16,16 +16,20 @@ use crate::headers::RateLimitHeaders;
 use crate::lease::Leases;
 use crate::limiter::Outcome;
 use crate::rejection::Rejection;
+use crate::settle::Unsettled;
 
 pin_project! {
     /// The response future of [`RateLimit`](crate::RateLimit).
     ///
     /// A state machine: it waits for the store's decision, sleeps the delay
     /// a leaky bucket asks for, calls the inner service, and passes the
-    /// request's leases to the response body. The decision is the one
-    /// allocation (the store's futures are boxed, and it owns the keys they
-    /// borrow); delaying and calling allocate nothing. Dropping the future
-    /// at any point gives back the leases it holds.
+    /// request's leases to the response body, with its usage limits'
+    /// settlement once the response says what it used. The decision is the
+    /// one allocation (the store's futures are boxed, and it owns the keys
+    /// they borrow; usage limits add the list of what they took); delaying
+    /// and calling allocate nothing. Dropping the future at any point gives
+    /// back the leases it holds, and leaves the estimate of usage limits
+    /// standing.
     pub struct ResponseFuture<S, ReqBody>
     where
         S: Service<Request<ReqBody>>,
@@ -34,6 +38,7 @@ pin_project! {
         state: State<S, Request<ReqBody>, S::Future>,
         leases: Leases,
         headers: Option<RateLimitHeaders>,
+        unsettled: Option<Unsettled>,
     }
 }
 
@@ -92,6 +97,7 @@ where
             state,
             leases: Leases::new(),
             headers: None,
+            unsettled: None,
         }
     }
 }
@@ -120,9 +126,11 @@ where
                         delay,
                         headers,
                         leases,
+                        unsettled,
                     } => {
                         *this.leases = leases;
                         *this.headers = headers;
+                        *this.unsettled = unsettled;
                         let mut service = service.take().expect(POLLED_AFTER_COMPLETION);
                         let request = request.take().expect(POLLED_AFTER_COMPLETION);
                         if delay.is_zero() {
@@ -154,8 +162,11 @@ where
                     let result = ready!(future.poll(cx));
                     let leases = std::mem::take(this.leases);
                     let headers = this.headers.take();
+                    let unsettled = this.unsettled.take();
                     return Poll::Ready(result.map(|response| {
-                        let mut response = response.map(|body| ResponseBody::inner(body, leases));
+                        let settlement = unsettled.and_then(|u| u.settlement(&response));
+                        let mut response =
+                            response.map(|body| ResponseBody::inner(body, leases, settlement));
                         if let Some(headers) = headers {
                             headers.append_to(response.headers_mut());
                         }
@@ -186,6 +197,7 @@ where
         f.debug_struct("ResponseFuture")
             .field("state", &state)
             .field("leases", &self.leases.len())
+            .field("settles", &self.unsettled.is_some())
             .finish()
     }
 }

@@ -3,12 +3,16 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use http::HeaderName;
+use http::request::Parts;
 use tollgate::{Error, Policy, Store};
 use tower_layer::Layer;
 
+use crate::estimate::Estimate;
 use crate::limit::Limit;
 use crate::limiter::Limiter;
 use crate::mode::{CheckMode, ResponseFormat};
+use crate::usage::UsageSource;
 use crate::{KeyExtractor, RateLimit};
 
 /// Applies rate limits to a service: wraps it in a [`RateLimit`].
@@ -42,6 +46,7 @@ impl RateLimitLayer {
             policy: Arc::new(policy),
             extractor: Box::new(extractor),
             cost: 1,
+            usage: false,
         };
         RateLimitLayer {
             limiter: Arc::new(Limiter::new(
@@ -49,6 +54,8 @@ impl RateLimitLayer {
                 vec![limit],
                 CheckMode::default(),
                 ResponseFormat::default(),
+                Estimate::default(),
+                UsageSource::default(),
             )),
         }
     }
@@ -66,6 +73,8 @@ impl RateLimitLayer {
             mode: CheckMode::default(),
             format: ResponseFormat::default(),
             shadow: false,
+            estimate: None,
+            usage_header: None,
         }
     }
 }
@@ -107,6 +116,8 @@ pub struct RateLimitLayerBuilder {
     mode: CheckMode,
     format: ResponseFormat,
     shadow: bool,
+    estimate: Option<Estimate>,
+    usage_header: Option<HeaderName>,
 }
 
 impl RateLimitLayerBuilder {
@@ -131,7 +142,64 @@ impl RateLimitLayerBuilder {
             policy: Arc::new(policy),
             extractor: Box::new(extractor),
             cost,
+            usage: false,
         });
+        self
+    }
+
+    /// Applies `policy` to the *usage* of requests keyed by `extractor`:
+    /// each request is checked with its estimate ([`estimate`](Self::estimate)
+    /// or [`estimate_with`](Self::estimate_with); 1 when neither is set),
+    /// and once its response body has ended, or been dropped, the key is
+    /// settled with what the response reported: [`Usage`](crate::Usage) in
+    /// its extensions, or the [`usage_header`](Self::usage_header). A
+    /// response that reports nothing leaves the estimate standing.
+    ///
+    /// The estimate is checked as at least 1 (a request needs something
+    /// left) and at most the policy's limit (a larger one could never pass:
+    /// it waits for a fresh key, and its settle charges the rest into
+    /// debt). Settles are [`Store::settle`] calls in a task spawned on the
+    /// tokio runtime; one that fails is logged at `warn` and counted in
+    /// `tollgate_settle_failures_total`, and the key keeps what its check
+    /// took. Any rate algorithm can be a usage limit; a concurrency policy
+    /// cannot.
+    pub fn usage_limit(mut self, policy: Policy, extractor: impl KeyExtractor) -> Self {
+        self.limits.push(Limit {
+            policy: Arc::new(policy),
+            extractor: Box::new(extractor),
+            cost: 1,
+            usage: true,
+        });
+        self
+    }
+
+    /// The estimated usage of every request, for the
+    /// [`usage_limit`](Self::usage_limit)s.
+    pub fn estimate(mut self, units: u64) -> Self {
+        self.estimate = Some(Estimate::Fixed(units));
+        self
+    }
+
+    /// Estimates each request's usage from its head (a header, the
+    /// `Content-Length`, the route), for the
+    /// [`usage_limit`](Self::usage_limit)s. It runs in `call`, before the
+    /// store is asked, and must be cheap.
+    pub fn estimate_with<F>(mut self, f: F) -> Self
+    where
+        F: Fn(&Parts) -> u64 + Send + Sync + 'static,
+    {
+        self.estimate = Some(Estimate::PerRequest(Box::new(f)));
+        self
+    }
+
+    /// Also reads a response's usage from this header (a whole number of
+    /// units, digits only), when the response carries no
+    /// [`Usage`](crate::Usage) extension: for an inner service that cannot
+    /// reach the extensions (a proxied upstream). A value that is not a
+    /// whole number is logged at `warn` and the estimate stands. The header
+    /// is left on the response.
+    pub fn usage_header(mut self, name: HeaderName) -> Self {
+        self.usage_header = Some(name);
         self
     }
 
@@ -160,7 +228,9 @@ impl RateLimitLayerBuilder {
     }
 
     /// The layer, once the limits are checked: at least one, names unique,
-    /// every cost between 1 and its policy's limit (1 for concurrency).
+    /// every cost between 1 and its policy's limit (1 for concurrency), no
+    /// usage limit on a concurrency policy, and an estimate or usage header
+    /// only with a usage limit to use them.
     ///
     /// These are the mistakes the store would otherwise report on every
     /// request; they are errors here, naming the policy, so that none of
@@ -177,9 +247,31 @@ impl RateLimitLayerBuilder {
                 reason: "a rate-limit layer needs at least one limit".into(),
             });
         }
+        let settles = self.limits.iter().any(|l| l.usage);
+        if !settles && (self.estimate.is_some() || self.usage_header.is_some()) {
+            let option = if self.estimate.is_some() {
+                "an estimate"
+            } else {
+                "a usage header"
+            };
+            return Err(Error::InvalidArgument {
+                field: "usage_limit",
+                reason: format!(
+                    "{option} is set, but no limit is a usage limit to check or settle with it"
+                ),
+            });
+        }
         let mut names = HashSet::new();
         for limit in &self.limits {
             let name = limit.policy.name();
+            if limit.usage && limit.is_lease() {
+                return Err(Error::InvalidArgument {
+                    field: "usage_limit",
+                    reason: format!(
+                        "policy `{name}` is a concurrency policy, which takes leases: it has no usage to settle"
+                    ),
+                });
+            }
             if !names.insert(name) {
                 return Err(Error::InvalidArgument {
                     field: "limits",
@@ -222,6 +314,8 @@ impl RateLimitLayerBuilder {
                 self.limits,
                 self.mode,
                 self.format,
+                self.estimate.unwrap_or_default(),
+                UsageSource::with_header(self.usage_header),
             )),
         })
     }

@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 mod body;
+mod estimate;
 pub mod extract;
 mod future;
 pub mod headers;
@@ -12,6 +13,8 @@ mod limiter;
 mod mode;
 mod rejection;
 mod service;
+mod settle;
+mod usage;
 
 pub use body::ResponseBody;
 pub use future::ResponseFuture;
@@ -20,3 +23,4 @@ pub use layer::{RateLimitLayer, RateLimitLayerBuilder};
 pub use mode::{CheckMode, ResponseFormat};
 pub use rejection::QUOTA_EXCEEDED;
 pub use service::RateLimit;
+pub use usage::Usage;

@@ -7,15 +7,34 @@ use tollgate::{Algorithm, Policy};
 
 use crate::KeyExtractor;
 
-/// A policy applied to requests keyed by an extractor, each costing `cost`.
+/// A policy applied to requests keyed by an extractor, each costing `cost`,
+/// or, for a usage limit, the request's estimate, settled after the
+/// response.
 pub(crate) struct Limit {
     /// Shared with the leases taken under it, which give themselves back.
     pub(crate) policy: Arc<Policy>,
     pub(crate) extractor: Box<dyn KeyExtractor>,
+    /// A usage limit's cost is 1, and unused.
     pub(crate) cost: u64,
+    /// Whether requests are checked with their estimate and settled with
+    /// what they used.
+    pub(crate) usage: bool,
 }
 
 impl Limit {
+    /// What a request with `estimate` costs under this limit. A usage
+    /// limit checks the estimate, at least 1 (a request needs something
+    /// left) and at most the policy's limit (more could never pass: such a
+    /// request waits for a fresh key, and its settle charges the rest).
+    #[inline]
+    pub(crate) fn cost(&self, estimate: u64) -> u64 {
+        if self.usage {
+            estimate.min(self.policy.limit()).max(1)
+        } else {
+            self.cost
+        }
+    }
+
     /// Whether requests take a lease (concurrency) rather than quota.
     pub(crate) fn is_lease(&self) -> bool {
         matches!(self.policy.algorithm(), Algorithm::Concurrency(_))
@@ -27,6 +46,7 @@ impl fmt::Debug for Limit {
         f.debug_struct("Limit")
             .field("policy", &self.policy)
             .field("cost", &self.cost)
+            .field("usage", &self.usage)
             .finish_non_exhaustive()
     }
 }

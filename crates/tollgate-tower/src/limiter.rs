@@ -9,11 +9,14 @@ use http::request::Parts;
 use tollgate::{Decision, Error, Policy, Request, Store, validate_key};
 
 use crate::Key;
+use crate::estimate::Estimate;
 use crate::headers::RateLimitHeaders;
 use crate::lease::{HeldLease, Leases};
 use crate::limit::Limit;
 use crate::mode::{CheckMode, ResponseFormat};
 use crate::rejection::Rejection;
+use crate::settle::{Charged, Unsettled};
+use crate::usage::UsageSource;
 
 /// The longest `Retry-After` a concurrency denial gives: its `retry_after`
 /// is when the oldest lease *expires*, a bound for crashed holders, while a
@@ -27,6 +30,12 @@ pub(crate) struct Limiter {
     limits: Vec<Limit>,
     mode: CheckMode,
     format: ResponseFormat,
+    /// What usage limits check before the response.
+    estimate: Estimate,
+    /// Where usage limits read what a response used.
+    usage: UsageSource,
+    /// Whether any limit is a usage limit.
+    settles: bool,
     /// Set when the store refused an atomic batch (a Redis Cluster cannot
     /// run one across slots): from then on the policies are checked in
     /// sequence.
@@ -44,6 +53,8 @@ pub(crate) struct Plan {
     /// `(limit index, key)` for every limit that applies, in layer order.
     keys: Vec<(usize, Key)>,
     grpc: bool,
+    /// The request's estimated usage (0 when no limit is a usage limit).
+    estimate: u64,
 }
 
 impl Plan {
@@ -57,11 +68,13 @@ impl Plan {
 #[derive(Debug)]
 pub(crate) enum Outcome {
     /// Pass the request on after `delay`, holding `leases` until the
-    /// response ends, and add `headers` to it.
+    /// response ends, settling `unsettled` with what it used, and add
+    /// `headers` to it.
     Admit {
         delay: Duration,
         headers: Option<RateLimitHeaders>,
         leases: Leases,
+        unsettled: Option<Unsettled>,
     },
     /// Answer without calling the inner service.
     Reject(Rejection),
@@ -76,17 +89,25 @@ enum Failure {
 }
 
 impl Limiter {
+    /// A limiter; its usage limits, if any, check `estimate` and settle
+    /// with what `usage` reads from the response.
     pub(crate) fn new(
         store: Arc<dyn Store>,
         limits: Vec<Limit>,
         mode: CheckMode,
         format: ResponseFormat,
+        estimate: Estimate,
+        usage: UsageSource,
     ) -> Limiter {
+        let settles = limits.iter().any(|l| l.usage);
         Limiter {
             store,
             limits,
             mode,
             format,
+            estimate,
+            usage,
+            settles,
             atomic_refused: AtomicBool::new(false),
             store_failing: AtomicBool::new(false),
             misconfig_logged: AtomicBool::new(false),
@@ -124,7 +145,16 @@ impl Limiter {
                 }
             }
         }
-        Ok(Plan { keys, grpc })
+        let estimate = if self.settles {
+            self.estimate.of(request)
+        } else {
+            0
+        };
+        Ok(Plan {
+            keys,
+            grpc,
+            estimate,
+        })
     }
 
     /// Asks the store about every limit that applies: leases first, then
@@ -181,16 +211,21 @@ impl Limiter {
             .collect();
         let shadows: Vec<&(usize, Key)> = plan.keys.iter().filter(quota).filter(shadow).collect();
         let atomic = self.mode == CheckMode::Atomic && !self.atomic_refused.load(Ordering::Relaxed);
+        let estimate = plan.estimate;
         let outcome = if quotas.len() > 1 && atomic {
-            self.check_atomic(&quotas, &mut decided, grpc).await
+            self.check_atomic(&quotas, &mut decided, grpc, estimate)
+                .await
         } else {
-            self.check_in_sequence(&quotas, &mut decided, grpc).await
+            self.check_in_sequence(&quotas, &mut decided, grpc, estimate)
+                .await
         };
         if let Some(rejection) = outcome {
             return Outcome::Reject(rejection);
         }
         if decided.iter().all(|(_, d)| d.allowed)
-            && let Some(rejection) = self.check_in_sequence(&shadows, &mut decided, grpc).await
+            && let Some(rejection) = self
+                .check_in_sequence(&shadows, &mut decided, grpc, estimate)
+                .await
         {
             return Outcome::Reject(rejection);
         }
@@ -198,6 +233,7 @@ impl Limiter {
             return self.deny(decided, grpc);
         }
         decided.sort_by_key(|(i, _)| *i);
+        let unsettled = self.settles.then(|| self.unsettled(&plan, &decided));
         Outcome::Admit {
             delay: decided
                 .iter()
@@ -206,7 +242,42 @@ impl Limiter {
                 .unwrap_or_default(),
             headers: self.headers(&decided),
             leases,
+            unsettled,
         }
+    }
+
+    /// What the admitted request's usage limits took: the estimate as each
+    /// checked it, or 0 where the check consumed nothing (the store failed
+    /// and the request passed without it, or a shadow policy would have
+    /// denied), so that the settle leaves each key holding what the request
+    /// used. `decided` is in limit order.
+    fn unsettled(&self, plan: &Plan, decided: &[(usize, Decision)]) -> Unsettled {
+        let charged = plan
+            .keys
+            .iter()
+            .filter(|(i, _)| self.limits[*i].usage)
+            .map(|(i, key)| {
+                let limit = &self.limits[*i];
+                let consumed = decided
+                    .binary_search_by_key(i, |(j, _)| *j)
+                    .is_ok_and(|at| !decided[at].1.shadow);
+                Charged {
+                    policy: limit.policy.clone(),
+                    key: key.clone(),
+                    units: if consumed {
+                        limit.cost(plan.estimate)
+                    } else {
+                        0
+                    },
+                }
+            })
+            .collect();
+        Unsettled::new(
+            self.store.clone(),
+            self.usage.clone(),
+            plan.estimate,
+            charged,
+        )
     }
 
     /// One check per policy, in layer order, stopping at the first denial
@@ -216,12 +287,13 @@ impl Limiter {
         quotas: &[&(usize, Key)],
         decided: &mut Vec<(usize, Decision)>,
         grpc: bool,
+        estimate: u64,
     ) -> Option<Rejection> {
         for (i, key) in quotas {
             let limit = &self.limits[*i];
             match self
                 .store
-                .check(&limit.policy, key.as_bytes(), limit.cost)
+                .check(&limit.policy, key.as_bytes(), limit.cost(estimate))
                 .await
             {
                 Ok(decision) => {
@@ -246,13 +318,14 @@ impl Limiter {
         quotas: &[&(usize, Key)],
         decided: &mut Vec<(usize, Decision)>,
         grpc: bool,
+        estimate: u64,
     ) -> Option<Rejection> {
         let requests: Vec<Request<'_>> = quotas
             .iter()
             .map(|(i, key)| Request {
                 policy: &self.limits[*i].policy,
                 key: key.as_bytes(),
-                cost: self.limits[*i].cost,
+                cost: self.limits[*i].cost(estimate),
             })
             .collect();
         match self.store.check_many(&requests, true).await {
@@ -269,7 +342,8 @@ impl Limiter {
                         "the store cannot check these policies atomically; checking them in sequence from now on"
                     );
                 }
-                self.check_in_sequence(quotas, decided, grpc).await
+                self.check_in_sequence(quotas, decided, grpc, estimate)
+                    .await
             }
             Err(e) => match self.on_error(quotas[0].0, e, grpc) {
                 Failure::PassThrough => None,

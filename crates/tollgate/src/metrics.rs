@@ -18,6 +18,7 @@
 //! | `tollgate_master_switches_total` | counter | |
 //! | `tollgate_batch_refunds_total` | counter | |
 //! | `tollgate_usage_units_total` | counter | `policy`, `operation` (`charged`, `refunded`, `granted`) |
+//! | `tollgate_settle_failures_total` | counter | `policy` |
 
 use std::time::Duration;
 
@@ -27,6 +28,11 @@ use crate::{Decision, StoreErrorKind};
 /// (a charge, or a settle's actual cost above its estimate), `refunded`
 /// (a refund, or a settle's below), `granted` (by `check_at_most`).
 pub const USAGE_UNITS: &str = "tollgate_usage_units_total";
+
+/// Counter: settles that could not be made (label `policy`): the
+/// tollgate-tower layer's settle after a response failed in the store, or
+/// found no runtime to run on, so the key keeps what its check took.
+pub const SETTLE_FAILURES: &str = "tollgate_settle_failures_total";
 
 /// Decisions, by policy, outcome and source.
 pub const DECISIONS: &str = "tollgate_decisions_total";
@@ -95,6 +101,12 @@ pub fn record_usage(policy: &str, operation: &'static str, units: u64) {
 /// ([`record_decision`] does it for every decision marked `shadow`).
 pub fn record_shadow_denial(policy: &str) {
     metrics::counter!(SHADOW_DENIALS, "policy" => policy.to_owned()).increment(1);
+}
+
+/// Counts one settle of `policy` that could not be made (see
+/// [`SETTLE_FAILURES`]).
+pub fn record_settle_failure(policy: &str) {
+    metrics::counter!(SETTLE_FAILURES, "policy" => policy.to_owned()).increment(1);
 }
 
 pub(crate) fn record_store_error(kind: StoreErrorKind) {

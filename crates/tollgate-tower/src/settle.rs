@@ -1,0 +1,133 @@
+//! Settling a request's usage limits once its response is done.
+//!
+//! A leaf, as `lease.rs` is: what a settle takes (the store, the policies,
+//! the keys, what each check took) is owned here, so a response body keeps
+//! nothing else of the layer alive.
+
+use std::fmt;
+use std::sync::Arc;
+
+use http::Response;
+use tollgate::{Policy, Store};
+
+use crate::Key;
+use crate::usage::UsageSource;
+
+/// What one usage limit's check took from its key for a request.
+#[derive(Debug)]
+pub(crate) struct Charged {
+    pub(crate) policy: Arc<Policy>,
+    pub(crate) key: Key,
+    /// The units the check consumed: the request's estimate as that limit
+    /// checked it, or 0 when the check consumed nothing (the store failed
+    /// and the request passed without the limit, or a shadow policy would
+    /// have denied).
+    pub(crate) units: u64,
+}
+
+/// An admitted request's usage limits, until its response says what it
+/// used. Dropped before then (the inner service failed, the caller went
+/// away), it settles nothing: the estimate stands.
+#[derive(Debug)]
+pub(crate) struct Unsettled {
+    store: Arc<dyn Store>,
+    source: UsageSource,
+    estimate: u64,
+    charged: Vec<Charged>,
+}
+
+impl Unsettled {
+    pub(crate) fn new(
+        store: Arc<dyn Store>,
+        source: UsageSource,
+        estimate: u64,
+        charged: Vec<Charged>,
+    ) -> Unsettled {
+        Unsettled {
+            store,
+            source,
+            estimate,
+            charged,
+        }
+    }
+
+    /// What is left to settle once `response` has said what the request
+    /// used (or, saying nothing, that its estimate stands): nothing when
+    /// every limit already holds that.
+    pub(crate) fn settlement<B>(self, response: &Response<B>) -> Option<Settlement> {
+        let actual = self.source.read(response).unwrap_or(self.estimate);
+        let mut charged = self.charged;
+        charged.retain(|c| c.units != actual);
+        (!charged.is_empty()).then(|| Settlement {
+            store: self.store,
+            actual,
+            charged,
+        })
+    }
+}
+
+/// A request's usage, to be settled on every limit that does not hold it
+/// yet. Dropping it settles: the response body drops it when it ends,
+/// fails, or is itself dropped, so each request settles once.
+///
+/// Settling is a store call, so it runs as a task spawned on the tokio
+/// runtime of the thread that drops the settlement. A settle that cannot
+/// be made (the store fails, or there is no runtime) is logged at `warn`
+/// and counted in `tollgate_settle_failures_total`; the key then keeps
+/// what its check took.
+pub(crate) struct Settlement {
+    store: Arc<dyn Store>,
+    actual: u64,
+    charged: Vec<Charged>,
+}
+
+impl fmt::Debug for Settlement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Settlement")
+            .field("actual", &self.actual)
+            .field("limits", &self.charged.len())
+            .finish()
+    }
+}
+
+impl Drop for Settlement {
+    fn drop(&mut self) {
+        let store = self.store.clone();
+        let charged = std::mem::take(&mut self.charged);
+        let actual = self.actual;
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move { settle(&*store, &charged, actual).await });
+            }
+            Err(_) => {
+                for c in &charged {
+                    failed(c, actual, &"no tokio runtime to run the settle on");
+                }
+            }
+        }
+    }
+}
+
+/// Settles every limit in turn (each settle is one atomic step of its own;
+/// a settle never denies, so there is nothing to keep all-or-nothing).
+async fn settle(store: &dyn Store, charged: &[Charged], actual: u64) {
+    for c in charged {
+        if let Err(e) = store
+            .settle(&c.policy, c.key.as_bytes(), c.units, actual)
+            .await
+        {
+            failed(c, actual, &e);
+        }
+    }
+}
+
+fn failed(c: &Charged, actual: u64, error: &dyn fmt::Display) {
+    tracing::warn!(
+        policy = c.policy.name(),
+        held = c.units,
+        actual,
+        %error,
+        "could not settle a request's usage: the key keeps what its check took"
+    );
+    tollgate::metrics::record_settle_failure(c.policy.name());
+}

@@ -1,0 +1,437 @@
+//! Usage limits: a request checked with its estimate, then settled with
+//! the usage its response reports, when the response body ends or is
+//! dropped; on the memory store and on a real `redis-server`.
+//!
+//! Every scenario reads the store's own count afterwards (a peek), so a
+//! settle that is missing, wrong or made twice fails it.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::request::Parts;
+use http::{HeaderName, Request, Response, StatusCode};
+use http_body::{Body, Frame};
+use http_body_util::BodyExt;
+use tokio::sync::mpsc;
+use tollgate::algorithm::Period;
+use tollgate::store::redis::RedisStore;
+use tollgate::{ManualClock, MemoryStore, Policy, Store};
+use tollgate_testkit::RedisServer;
+use tollgate_tower::extract::{Global, Header};
+use tollgate_tower::{RateLimitLayer, Usage};
+use tower::{Layer, ServiceExt, service_fn};
+
+const X_USAGE: HeaderName = HeaderName::from_static("x-usage");
+
+/// A response body sent chunk by chunk through a channel; it ends when
+/// the sender is dropped.
+struct Chunks(mpsc::UnboundedReceiver<&'static str>);
+
+impl Body for Chunks {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.0
+            .poll_recv(cx)
+            .map(|chunk| chunk.map(|c| Ok(Frame::data(Bytes::from_static(c.as_bytes())))))
+    }
+}
+
+/// A body of one chunk, already ended.
+fn whole(text: &'static str) -> Chunks {
+    let (tx, rx) = mpsc::unbounded_channel();
+    tx.send(text).unwrap();
+    Chunks(rx)
+}
+
+/// 1,000 units, refilled one an hour: within a test, what remains is
+/// exactly 1,000 minus what the key holds.
+fn tokens() -> Policy {
+    Policy::token_bucket("tokens", 1, Duration::from_secs(3600), 1000).unwrap()
+}
+
+/// The estimate a request carries in `x-estimate` (1 without one).
+fn estimate_header(request: &Parts) -> u64 {
+    request
+        .headers
+        .get("x-estimate")
+        .and_then(|v| v.to_str().ok()?.parse().ok())
+        .unwrap_or(1)
+}
+
+fn usage_layer(store: Arc<dyn Store>, policy: Policy) -> RateLimitLayer {
+    RateLimitLayer::builder_shared(store)
+        .usage_limit(policy, Global)
+        .estimate_with(estimate_header)
+        .usage_header(X_USAGE)
+        .build()
+        .unwrap()
+}
+
+fn request(estimate: u64) -> Request<()> {
+    Request::builder()
+        .header("x-estimate", estimate)
+        .body(())
+        .unwrap()
+}
+
+/// What remains of `key` under `policy` (a peek).
+async fn remaining(store: &dyn Store, policy: &Policy, key: &[u8]) -> u64 {
+    store.check(policy, key, 0).await.unwrap().remaining
+}
+
+/// What remains once the spawned settle has run: polls until it is
+/// `expected` (or 10 s pass, and the test fails on the last value).
+async fn settled(store: &dyn Store, policy: &Policy, key: &[u8], expected: u64) -> u64 {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = remaining(store, policy, key).await;
+        if now == expected || tokio::time::Instant::now() > deadline {
+            return now;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// Gives spawned tasks (a settle that should not happen) time to run.
+async fn quiet() {
+    tokio::time::sleep(Duration::from_millis(100)).await;
+}
+
+/// One request through the layer to a service answering with `respond`;
+/// the body is read to its end.
+async fn send<F>(layer: &RateLimitLayer, estimate: u64, respond: F) -> StatusCode
+where
+    F: Fn() -> Response<Chunks> + Clone + Send + 'static,
+{
+    let service = layer.layer(service_fn(move |_: Request<()>| {
+        let respond = respond.clone();
+        async move { Ok::<_, Infallible>(respond()) }
+    }));
+    let response = service.oneshot(request(estimate)).await.unwrap();
+    let status = response.status();
+    response.into_body().collect().await.unwrap();
+    status
+}
+
+fn with_usage(units: u64) -> Response<Chunks> {
+    let mut response = Response::new(whole("answer"));
+    response.extensions_mut().insert(Usage(units));
+    response
+}
+
+fn with_header(value: &'static str) -> Response<Chunks> {
+    Response::builder()
+        .header(X_USAGE, value)
+        .body(whole("answer"))
+        .unwrap()
+}
+
+/// An over-estimate is refunded: the key holds the reported usage.
+async fn usage_in_extensions_refunds_an_over_estimate(store: Arc<dyn Store>) {
+    let policy = tokens();
+    let layer = usage_layer(store.clone(), policy.clone());
+    assert_eq!(send(&layer, 100, || with_usage(40)).await, StatusCode::OK);
+    assert_eq!(settled(&*store, &policy, b"global", 960).await, 960);
+    quiet().await;
+    assert_eq!(remaining(&*store, &policy, b"global").await, 960);
+}
+
+async fn usage_in_a_header(store: Arc<dyn Store>) {
+    let policy = tokens();
+    let layer = usage_layer(store.clone(), policy.clone());
+    assert_eq!(
+        send(&layer, 100, || with_header("250")).await,
+        StatusCode::OK
+    );
+    assert_eq!(settled(&*store, &policy, b"global", 750).await, 750);
+}
+
+/// A header that is not a whole number is no report (and is logged).
+async fn a_bad_usage_header_leaves_the_estimate(store: Arc<dyn Store>) {
+    let policy = tokens();
+    let layer = usage_layer(store.clone(), policy.clone());
+    for bad in ["-5", "12.5", "many"] {
+        assert_eq!(
+            send(&layer, 100, move || with_header(bad)).await,
+            StatusCode::OK
+        );
+    }
+    quiet().await;
+    assert_eq!(remaining(&*store, &policy, b"global").await, 700);
+}
+
+async fn no_report_leaves_the_estimate(store: Arc<dyn Store>) {
+    let policy = tokens();
+    let layer = usage_layer(store.clone(), policy.clone());
+    let plain = || Response::new(whole("answer"));
+    assert_eq!(send(&layer, 100, plain).await, StatusCode::OK);
+    quiet().await;
+    assert_eq!(remaining(&*store, &policy, b"global").await, 900);
+}
+
+/// An under-estimate is charged past the limit: the key is in debt and the
+/// next request is denied (without reaching the service).
+async fn an_under_estimate_goes_into_debt(store: Arc<dyn Store>) {
+    let policy = tokens();
+    let layer = usage_layer(store.clone(), policy.clone());
+    assert_eq!(send(&layer, 10, || with_usage(1500)).await, StatusCode::OK);
+    assert_eq!(settled(&*store, &policy, b"global", 0).await, 0);
+    let unreachable = || -> Response<Chunks> { panic!("a request in debt reaches the service") };
+    assert_eq!(
+        send(&layer, 1, unreachable).await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    // The debt is exactly 500: giving back 510 leaves 10.
+    store.refund(&policy, b"global", 510).await.unwrap();
+    assert_eq!(remaining(&*store, &policy, b"global").await, 10);
+}
+
+/// A service answering one request with a body streamed through the
+/// returned sender, reporting `units`.
+fn streaming(
+    layer: &RateLimitLayer,
+    units: u64,
+) -> (
+    impl tower::Service<
+        Request<()>,
+        Response = Response<tollgate_tower::ResponseBody<Chunks>>,
+        Error = Infallible,
+    >,
+    mpsc::UnboundedSender<&'static str>,
+) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let body = Arc::new(std::sync::Mutex::new(Some(Chunks(rx))));
+    let service = layer.layer(service_fn(move |_: Request<()>| {
+        let body = body.lock().unwrap().take().expect("one request");
+        async move {
+            let mut response = Response::new(body);
+            response.extensions_mut().insert(Usage(units));
+            Ok::<_, Infallible>(response)
+        }
+    }));
+    (service, tx)
+}
+
+/// A streamed body settles when its last frame has been read, not when
+/// its head arrives, and once.
+async fn a_streamed_body_settles_at_its_end(store: Arc<dyn Store>) {
+    let policy = tokens();
+    let layer = usage_layer(store.clone(), policy.clone());
+    let (service, tx) = streaming(&layer, 30);
+    let mut body = service.oneshot(request(200)).await.unwrap().into_body();
+    tx.send("one ").unwrap();
+    assert!(body.frame().await.unwrap().unwrap().is_data());
+    quiet().await;
+    assert_eq!(remaining(&*store, &policy, b"global").await, 800);
+    tx.send("two").unwrap();
+    assert!(body.frame().await.unwrap().unwrap().is_data());
+    drop(tx);
+    assert!(body.frame().await.is_none());
+    assert_eq!(settled(&*store, &policy, b"global", 970).await, 970);
+    drop(body);
+    quiet().await;
+    assert_eq!(remaining(&*store, &policy, b"global").await, 970);
+}
+
+/// A body dropped before its end (the client went away) settles too.
+async fn a_body_dropped_early_settles(store: Arc<dyn Store>) {
+    let policy = tokens();
+    let layer = usage_layer(store.clone(), policy.clone());
+    let (service, tx) = streaming(&layer, 650);
+    let mut body = service.oneshot(request(200)).await.unwrap().into_body();
+    tx.send("partial").unwrap();
+    assert!(body.frame().await.unwrap().unwrap().is_data());
+    quiet().await;
+    assert_eq!(remaining(&*store, &policy, b"global").await, 800);
+    drop(body);
+    assert_eq!(settled(&*store, &policy, b"global", 350).await, 350);
+    drop(tx);
+}
+
+/// Two usage limits, checked as one atomic batch and each settled.
+async fn several_limits_settle_together(store: Arc<dyn Store>) {
+    let small = Policy::token_bucket("small", 1, Duration::from_secs(3600), 500).unwrap();
+    let large = tokens();
+    let layer = RateLimitLayer::builder_shared(store.clone())
+        .usage_limit(small.clone(), Global)
+        .usage_limit(large.clone(), Global)
+        .estimate(50)
+        .build()
+        .unwrap();
+    assert_eq!(send(&layer, 0, || with_usage(120)).await, StatusCode::OK);
+    assert_eq!(settled(&*store, &small, b"global", 380).await, 380);
+    assert_eq!(settled(&*store, &large, b"global", 880).await, 880);
+    // 400 more: `small` goes 20 into debt, `large` holds 520.
+    assert_eq!(send(&layer, 0, || with_usage(400)).await, StatusCode::OK);
+    assert_eq!(settled(&*store, &small, b"global", 0).await, 0);
+    assert_eq!(settled(&*store, &large, b"global", 480).await, 480);
+    // Denied by `small`, so `large` gives nothing either.
+    let unreachable = || -> Response<Chunks> { panic!("a request in debt reaches the service") };
+    assert_eq!(
+        send(&layer, 0, unreachable).await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(remaining(&*store, &large, b"global").await, 480);
+}
+
+macro_rules! on_every_store {
+    ($($scenario:ident),* $(,)?) => {
+        mod memory {
+            use super::*;
+            $(
+                #[tokio::test]
+                async fn $scenario() {
+                    super::$scenario(Arc::new(MemoryStore::new())).await;
+                }
+            )*
+        }
+
+        mod redis {
+            use super::*;
+            $(
+                #[tokio::test]
+                async fn $scenario() {
+                    let server = RedisServer::start();
+                    let store = RedisStore::connect(&server.url()).await.unwrap();
+                    super::$scenario(Arc::new(store)).await;
+                }
+            )*
+        }
+    };
+}
+
+on_every_store!(
+    usage_in_extensions_refunds_an_over_estimate,
+    usage_in_a_header,
+    a_bad_usage_header_leaves_the_estimate,
+    no_report_leaves_the_estimate,
+    an_under_estimate_goes_into_debt,
+    a_streamed_body_settles_at_its_end,
+    a_body_dropped_early_settles,
+    several_limits_settle_together,
+);
+
+/// Tokens per minute and per calendar month per API key, as the LLM
+/// gateway example has them, on a clock held mid-month.
+#[tokio::test]
+async fn a_minute_and_a_calendar_month_per_key() {
+    // 2026-03-14T12:00:30Z.
+    let clock = ManualClock::new(1_773_489_630_000_000);
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::with_clock(clock.clone()));
+    let minute = Policy::fixed_window("per-minute", 10_000, Duration::from_secs(60)).unwrap();
+    let month =
+        Policy::fixed_window_calendar("per-month", 1_000_000, Period::Month, "UTC").unwrap();
+    let key = || Header::new(HeaderName::from_static("x-api-key"));
+    let layer = RateLimitLayer::builder_shared(store.clone())
+        .usage_limit(minute.clone(), key())
+        .usage_limit(month.clone(), key())
+        .estimate_with(estimate_header)
+        .build()
+        .unwrap();
+    let call = |units: u64, estimate: u64| {
+        let service = layer.layer(service_fn(move |_: Request<()>| async move {
+            Ok::<_, Infallible>(with_usage(units))
+        }));
+        let request = Request::builder()
+            .header("x-api-key", "k1")
+            .header("x-estimate", estimate)
+            .body(())
+            .unwrap();
+        async move {
+            let response = service.oneshot(request).await.unwrap();
+            let status = response.status();
+            response.into_body().collect().await.unwrap();
+            status
+        }
+    };
+    assert_eq!(call(1_200, 500).await, StatusCode::OK);
+    assert_eq!(settled(&*store, &minute, b"k1", 8_800).await, 8_800);
+    assert_eq!(settled(&*store, &month, b"k1", 998_800).await, 998_800);
+    // An estimate above the minute's limit is checked as the whole minute;
+    // it passes on a fresh minute only, and settles the rest as debt.
+    assert_eq!(call(9_000, 20_000).await, StatusCode::TOO_MANY_REQUESTS);
+    clock.advance(Duration::from_secs(60));
+    assert_eq!(call(12_000, 20_000).await, StatusCode::OK);
+    assert_eq!(settled(&*store, &month, b"k1", 986_800).await, 986_800);
+    assert_eq!(remaining(&*store, &minute, b"k1").await, 0);
+    assert_eq!(call(1, 1).await, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(remaining(&*store, &month, b"k1").await, 986_800);
+}
+
+/// A settle that fails on a real store: the Redis server is killed while
+/// the response is being sent, so the settle finds it gone. It is counted
+/// in `tollgate_settle_failures_total`, and the request's estimate is
+/// what the key keeps.
+#[tokio::test]
+async fn a_failed_settle_is_counted() {
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    recorder.install().unwrap();
+    let server = RedisServer::start();
+    let store: Arc<dyn Store> = Arc::new(RedisStore::connect(&server.url()).await.unwrap());
+    let policy = Policy::token_bucket("settle-fails", 1, Duration::from_secs(3600), 1000).unwrap();
+    let layer = usage_layer(store.clone(), policy.clone());
+    let service = layer.layer(service_fn(|_: Request<()>| async {
+        Ok::<_, Infallible>(with_usage(40))
+    }));
+    let response = service.oneshot(request(100)).await.unwrap();
+    assert_eq!(remaining(&*store, &policy, b"global").await, 900);
+    server.kill9();
+    response.into_body().collect().await.unwrap();
+    let failures = || {
+        snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .filter(|(key, ..)| {
+                key.key().name() == tollgate::metrics::SETTLE_FAILURES
+                    && key
+                        .key()
+                        .labels()
+                        .any(|l| l.key() == "policy" && l.value() == "settle-fails")
+            })
+            .map(|(.., value)| match value {
+                metrics_util::debugging::DebugValue::Counter(n) => n,
+                _ => 0,
+            })
+            .sum::<u64>()
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let mut counted = 0;
+    while counted == 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        counted += failures();
+    }
+    assert_eq!(counted, 1);
+}
+
+/// What could never work is refused when the layer is built, naming it.
+#[test]
+fn the_builder_refuses_usage_options_that_could_not_apply() {
+    let refused =
+        |builder: tollgate_tower::RateLimitLayerBuilder| builder.build().unwrap_err().to_string();
+    let builder = || RateLimitLayer::builder(MemoryStore::new());
+    let leases = Policy::concurrency("in-flight", 4, Duration::from_secs(30)).unwrap();
+    let error = refused(builder().usage_limit(leases, Global));
+    assert!(
+        error.contains("`in-flight` is a concurrency policy"),
+        "{error}"
+    );
+    let error = refused(builder().limit(tokens(), Global).estimate(10));
+    assert!(
+        error.contains("an estimate is set, but no limit is a usage limit"),
+        "{error}"
+    );
+    let error = refused(builder().limit(tokens(), Global).usage_header(X_USAGE));
+    assert!(error.contains("a usage header is set"), "{error}");
+    assert!(builder().usage_limit(tokens(), Global).build().is_ok());
+}
