@@ -4,6 +4,9 @@
 //!
 //! Every scenario reads the store's own count afterwards (a peek), so a
 //! settle that is missing, wrong or made twice fails it.
+//!
+//! Kept whole on purpose: one concern, the settle's contract, as one set of
+//! scenarios run on every store.
 
 use std::convert::Infallible;
 use std::pin::Pin;

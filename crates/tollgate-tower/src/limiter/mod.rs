@@ -8,6 +8,9 @@ use http::header::CONTENT_TYPE;
 use http::request::Parts;
 use tollgate::{Decision, Error, Policy, Request, Store, validate_key};
 
+mod failure;
+
+use self::failure::{Failure, bad_key_reason};
 use crate::Key;
 use crate::estimate::Estimate;
 use crate::headers::RateLimitHeaders;
@@ -77,14 +80,6 @@ pub(crate) enum Outcome {
         unsettled: Option<Unsettled>,
     },
     /// Answer without calling the inner service.
-    Reject(Rejection),
-}
-
-/// How the middleware treats an error from the store.
-enum Failure {
-    /// Decide without this policy (fail open).
-    PassThrough,
-    /// Answer with this.
     Reject(Rejection),
 }
 
@@ -388,61 +383,5 @@ impl Limiter {
 
     fn headers(&self, decided: &[(usize, Decision)]) -> Option<RateLimitHeaders> {
         RateLimitHeaders::new(decided.iter().map(|(i, d)| (self.policy(*i), d)))
-    }
-
-    /// A store error never becomes a `500`:
-    ///
-    /// - `StoreUnavailable` is the store's own failure policy saying "deny":
-    ///   `503`;
-    /// - any other store failure means the store has no failure policy of
-    ///   its own (a bare `RedisStore`): the policy is skipped and the
-    ///   request passes (fail open), logged when failures start and end;
-    /// - an invalid key is the request's fault: `400`;
-    /// - anything else (a cost over the policy's limit, an unsupported
-    ///   operation) is a setup mistake the builder could not see: `500`,
-    ///   logged.
-    fn on_error(&self, limit: usize, error: Error, grpc: bool) -> Failure {
-        match error {
-            Error::StoreUnavailable => Failure::Reject(Rejection::store_unavailable(grpc)),
-            Error::Store { .. } => {
-                if !self.store_failing.swap(true, Ordering::Relaxed) {
-                    tracing::warn!(
-                        error = %error,
-                        "the rate limiter's store failed; requests pass without its limits until it answers"
-                    );
-                }
-                Failure::PassThrough
-            }
-            Error::InvalidKey { .. } => {
-                Failure::Reject(Rejection::bad_key(grpc, &bad_key_reason(&error)))
-            }
-            other => {
-                self.log_misconfig(self.policy(limit).name(), &other);
-                Failure::Reject(Rejection::misconfigured(grpc))
-            }
-        }
-    }
-
-    fn store_answered(&self) {
-        if self.store_failing.load(Ordering::Relaxed)
-            && self.store_failing.swap(false, Ordering::Relaxed)
-        {
-            tracing::info!("the rate limiter's store answers again; its limits apply");
-        }
-    }
-
-    fn log_misconfig(&self, policy: &str, error: &dyn std::fmt::Display) {
-        if !self.misconfig_logged.swap(true, Ordering::Relaxed) {
-            tracing::error!(policy, %error, "rate limiter setup error; requests are answered 500");
-        } else {
-            tracing::debug!(policy, %error, "rate limiter setup error");
-        }
-    }
-}
-
-fn bad_key_reason(error: &Error) -> String {
-    match error {
-        Error::InvalidKey { reason } => reason.clone(),
-        other => other.to_string(),
     }
 }
