@@ -57,6 +57,9 @@ pub(crate) struct Node {
     /// `share_threshold: true`: every value its wildcard matches shares one
     /// counter.
     pub(crate) share_threshold: bool,
+    /// `value_to_metric: true`: the request's value, not the config's,
+    /// names this level in the stats (see `matcher::metric_path`).
+    pub(crate) value_to_metric: bool,
 }
 
 /// A node's children by composite key, and its wildcard patterns.
@@ -203,6 +206,7 @@ impl Loader<'_, '_> {
                 rule: rule.map(Arc::new),
                 children: self.level(&format!("{path}."), &doc.descriptors),
                 share_threshold: doc.share_threshold && wildcard,
+                value_to_metric: doc.value_to_metric,
             };
             children.by_key.insert(composite, node);
         }

@@ -35,6 +35,7 @@ pub(crate) struct DescriptorDoc {
     pub(crate) shadow_mode: bool,
     pub(crate) quota_mode: bool,
     pub(crate) detailed_metric: bool,
+    pub(crate) value_to_metric: bool,
     pub(crate) share_threshold: bool,
 }
 
@@ -180,11 +181,7 @@ impl Decoder<'_> {
                 "shadow_mode" => doc.shadow_mode = self.boolean(key, value),
                 "quota_mode" => doc.quota_mode = self.boolean(key, value),
                 "detailed_metric" => doc.detailed_metric = self.boolean(key, value),
-                // Checked as ERL checks them; tollgate's stats never take
-                // request values as labels, and metadata is not returned.
-                "value_to_metric" => {
-                    self.boolean(key, value);
-                }
+                "value_to_metric" => doc.value_to_metric = self.boolean(key, value),
                 "share_threshold" => doc.share_threshold = self.boolean(key, value),
                 "metadata" => {
                     self.metadata(key, value);

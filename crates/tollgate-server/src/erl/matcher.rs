@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use super::config::{Children, ErlConfig, Rule};
+use super::config::{Children, ErlConfig, Node, Rule};
 
 /// What a request descriptor matched.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,6 +21,19 @@ pub(crate) struct Matched<'c> {
     /// and the pattern's value part, which takes the place of the request's
     /// value in the counter's key (so all those values share one counter).
     pub(crate) shared: Vec<(usize, &'c str)>,
+    /// Whether a node on the way has `value_to_metric`.
+    pub(crate) value_to_metric: bool,
+}
+
+/// How one entry found its node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Via<'c> {
+    /// `key_value` itself.
+    Exact,
+    /// A wildcard pattern: its value part (`/files/*` of `path_/files/*`).
+    Wildcard(&'c str),
+    /// The key alone.
+    Key,
 }
 
 impl ErlConfig {
@@ -30,35 +43,58 @@ impl ErlConfig {
         domain: &str,
         entries: &[(&str, &str)],
     ) -> Option<Matched<'c>> {
-        let mut level: &Children = self.domains.get(domain)?;
         let mut shared = Vec::new();
+        let mut value_to_metric = false;
+        let last = self.walk(domain, entries, |i, node, via| {
+            if let Via::Wildcard(p) = via
+                && node.share_threshold
+            {
+                shared.push((i, p));
+            }
+            value_to_metric |= node.value_to_metric;
+        })?;
+        last.rule.as_ref().map(|rule| Matched {
+            rule,
+            shared,
+            value_to_metric,
+        })
+    }
+
+    /// Walks `entries` down `domain`'s tree, `visit`ing each entry's node
+    /// and how it was found; the last entry's node, if every entry found
+    /// one.
+    pub(crate) fn walk<'c>(
+        &'c self,
+        domain: &str,
+        entries: &[(&str, &str)],
+        mut visit: impl FnMut(usize, &'c Node, Via<'c>),
+    ) -> Option<&'c Node> {
+        let mut level: &Children = self.domains.get(domain)?;
         let mut composite = String::new();
         for (i, &(key, value)) in entries.iter().enumerate() {
             composite.clear();
             composite.push_str(key);
             composite.push('_');
             composite.push_str(value);
-            let mut next = level.by_key.get(&composite);
-            let mut pattern = None;
-            if next.is_none()
-                && let Some((p, _)) = level
-                    .wildcards
-                    .iter()
-                    .find(|(_, parts)| wildcard_match(parts, &composite))
+            let (next, via) = if let Some(node) = level.by_key.get(&composite) {
+                (node, Via::Exact)
+            } else if let Some((p, node)) = level
+                .wildcards
+                .iter()
+                .find(|(_, parts)| wildcard_match(parts, &composite))
+                .and_then(|(p, _)| Some((p, level.by_key.get(p)?)))
             {
-                next = level.by_key.get(p);
-                pattern = Some(p.as_str());
-            }
-            let next = next.or_else(|| level.by_key.get(key))?;
-            if let Some(p) = pattern.filter(|_| next.share_threshold) {
                 let value_part = p
                     .strip_prefix(key)
                     .and_then(|rest| rest.strip_prefix('_'))
                     .unwrap_or(p);
-                shared.push((i, value_part));
-            }
+                (node, Via::Wildcard(value_part))
+            } else {
+                (level.by_key.get(key)?, Via::Key)
+            };
+            visit(i, next, via);
             if i + 1 == entries.len() {
-                return next.rule.as_ref().map(|rule| Matched { rule, shared });
+                return Some(next);
             }
             if next.children.by_key.is_empty() {
                 return None;

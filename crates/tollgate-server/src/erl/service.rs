@@ -90,9 +90,11 @@ struct Checked<'c> {
     name: &'c str,
     shadow: bool,
     quota: bool,
-    /// The counter's key and the stats' key.
+    /// The counter's key.
     key: String,
+    /// The rule's path, and ERL's stats key when it holds request values.
     path: &'c str,
+    descriptor: Option<String>,
     hits: u64,
 }
 
@@ -148,6 +150,7 @@ pub(crate) async fn should_rate_limit(
                 quota: false,
                 key,
                 path: domain,
+                descriptor: None,
                 hits,
             }));
             continue;
@@ -188,6 +191,7 @@ pub(crate) async fn should_rate_limit(
             quota: m.rule.quota_mode,
             key,
             path: &m.rule.path,
+            descriptor: config.metric_path(domain, &entries, &m),
             hits,
         }));
     }
@@ -232,8 +236,11 @@ pub(crate) async fn should_rate_limit(
             Some(c) => {
                 let after = counts.next().unwrap_or(0);
                 stats::record(
-                    domain,
-                    c.path,
+                    stats::Labels {
+                        domain,
+                        path: c.path,
+                        descriptor: c.descriptor.as_deref(),
+                    },
                     c.requests_per_unit,
                     after,
                     c.hits,

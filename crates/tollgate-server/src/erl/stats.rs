@@ -1,20 +1,39 @@
-//! ERL's stats as Prometheus counters, per domain and rule path (the
-//! config's `domain.key_value.key2`, so the label set is bounded by the
-//! config, never by request values): total hits, over limit, near limit
-//! (past `NEAR_LIMIT_RATIO` of the limit), within limit and shadow mode,
-//! counted in hits as ERL counts them (`src/limiter/base_limiter.go`).
+//! ERL's stats as Prometheus counters, per domain and rule path (label
+//! `key`: the config's `domain.key_value.key2`, so the label set is
+//! bounded by the config): total hits, over limit, near limit (past
+//! `NEAR_LIMIT_RATIO` of the limit), within limit and shadow mode, counted
+//! in hits as ERL counts them (`src/limiter/base_limiter.go`). Only a rule
+//! whose config asks for request values (`detailed_metric`,
+//! `value_to_metric`) adds the label `descriptor`: ERL's stats key with
+//! them, `domain.key_alice.key2_value2` (see `metric`).
+
+/// Which counters a descriptor's stats go to.
+pub(crate) struct Labels<'a> {
+    pub(crate) domain: &'a str,
+    /// The rule's path.
+    pub(crate) path: &'a str,
+    /// ERL's stats key with request values, when the config asks for it.
+    pub(crate) descriptor: Option<&'a str>,
+}
 
 /// Records one counted descriptor whose window now holds `after`.
 pub(crate) fn record(
-    domain: &str,
-    path: &str,
+    labels: Labels<'_>,
     limit: u32,
     after: u64,
     hits: u64,
     shadow: bool,
     near_ratio: f32,
 ) {
-    let labels = [("domain", domain.to_string()), ("key", path.to_string())];
+    let Labels {
+        domain,
+        path,
+        descriptor,
+    } = labels;
+    let mut labels = vec![("domain", domain.to_string()), ("key", path.to_string())];
+    if let Some(descriptor) = descriptor {
+        labels.push(("descriptor", descriptor.to_string()));
+    }
     let limit = u64::from(limit);
     let before = after.saturating_sub(hits);
     let near = (f64::from(limit as f32 * near_ratio)).floor() as u64;

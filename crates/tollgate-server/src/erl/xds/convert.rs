@@ -62,6 +62,8 @@ fn descriptor(d: RateLimitDescriptor) -> DescriptorDoc {
         shadow_mode: d.shadow_mode,
         quota_mode: d.quota_mode,
         detailed_metric: d.detailed_metric,
+        // not in the resource, as share_threshold
+        value_to_metric: false,
         // not in the resource: ERL's xDS configs cannot share a wildcard's counter
         share_threshold: false,
     }
