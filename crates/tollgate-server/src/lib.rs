@@ -12,6 +12,7 @@ mod descriptor;
 mod erl;
 mod error;
 mod grpc;
+mod grpc_tls;
 mod http;
 mod palette;
 mod serve;

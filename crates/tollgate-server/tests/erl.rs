@@ -21,6 +21,10 @@ use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimit
 use serde_json::{Value, json};
 use tollgate_testkit::RedisServer;
 
+mod common;
+
+use common::tls::certificates;
+
 const CONFIG: &str = "
 domain: edge
 descriptors:
@@ -468,29 +472,6 @@ async fn erl_environment_points_it_at_the_redis_erl_uses() {
     let _ = child.kill();
     let _ = child.wait();
     std::fs::remove_dir_all(&dir).unwrap();
-}
-
-/// A CA, a server certificate for `localhost` and a client certificate,
-/// made here; their PEM files in `dir`.
-fn certificates(dir: &Path) -> (String, String, String) {
-    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
-    let server_key = KeyPair::generate().unwrap();
-    let server = CertificateParams::new(vec!["localhost".to_string()])
-        .unwrap()
-        .signed_by(&server_key, &ca)
-        .unwrap();
-    let client_key = KeyPair::generate().unwrap();
-    let client = CertificateParams::new(vec!["envoy".to_string()])
-        .unwrap()
-        .signed_by(&client_key, &ca)
-        .unwrap();
-    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
-    std::fs::write(dir.join("server.pem"), server.pem()).unwrap();
-    std::fs::write(dir.join("server.key"), server_key.serialize_pem()).unwrap();
-    (ca.pem(), client.pem(), client_key.serialize_pem())
 }
 
 #[tokio::test]

@@ -7,6 +7,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::SpannedError;
+use crate::grpc_tls::{GrpcTls, TlsFile};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -15,6 +16,9 @@ pub(super) struct RawServer {
     grpc_listen: Option<Spanned<String>>,
     token: Option<Spanned<String>>,
     token_file: Option<Spanned<String>>,
+    grpc_tls_cert: Option<Spanned<String>>,
+    grpc_tls_key: Option<Spanned<String>>,
+    grpc_tls_client_ca: Option<Spanned<String>>,
 }
 
 /// Where the service listens and who may ask it.
@@ -23,6 +27,46 @@ pub(crate) struct ServerSettings {
     pub(crate) listen: Option<SocketAddr>,
     pub(crate) grpc_listen: Option<SocketAddr>,
     pub(crate) token: Option<String>,
+    /// TLS on the gRPC server: its certificate chain and key (PEM), and
+    /// the CA that signs client certificates for mutual TLS; paths
+    /// relative to the config file. Read when the service starts.
+    pub(crate) grpc_tls_cert: Option<TlsFile>,
+    pub(crate) grpc_tls_key: Option<TlsFile>,
+    pub(crate) grpc_tls_client_ca: Option<TlsFile>,
+}
+
+impl ServerSettings {
+    /// The gRPC server's TLS, once the file and the command line are put
+    /// together: a certificate and a key, or neither; a client CA only
+    /// with them; and only with a gRPC address to serve.
+    pub(crate) fn grpc_tls(&self) -> Result<Option<GrpcTls>, String> {
+        const KEY: &str = "--grpc-tls-key (or `grpc_tls_key` under [server])";
+        const CERT: &str = "--grpc-tls-cert (or `grpc_tls_cert` under [server])";
+        let tls = match (
+            &self.grpc_tls_cert,
+            &self.grpc_tls_key,
+            &self.grpc_tls_client_ca,
+        ) {
+            (None, None, None) => return Ok(None),
+            (Some(cert), Some(key), ca) => GrpcTls {
+                cert: cert.clone(),
+                key: key.clone(),
+                client_ca: ca.clone(),
+            },
+            (Some(cert), None, _) => return Err(format!("{} needs {KEY}", cert.named_by)),
+            (None, Some(key), _) => return Err(format!("{} needs {CERT}", key.named_by)),
+            (None, None, Some(ca)) => {
+                return Err(format!("{} needs {CERT} and {KEY}", ca.named_by));
+            }
+        };
+        if self.grpc_listen.is_none() {
+            return Err(format!(
+                "{} needs a gRPC server: --grpc-listen (or `grpc_listen` under [server])",
+                tls.cert.named_by
+            ));
+        }
+        Ok(Some(tls))
+    }
 }
 
 fn address(
@@ -56,11 +100,7 @@ pub(super) fn server_settings(raw: RawServer, file: &str) -> Result<ServerSettin
         }
         (Some(t), None) => Some(t.into_inner()),
         (None, Some(f)) => {
-            // A relative token file is relative to the config file.
-            let path = Path::new(file)
-                .parent()
-                .unwrap_or(Path::new("."))
-                .join(f.get_ref());
+            let path = beside(file, f.get_ref());
             let token = std::fs::read_to_string(&path)
                 .map_err(|e| {
                     (
@@ -80,9 +120,23 @@ pub(super) fn server_settings(raw: RawServer, file: &str) -> Result<ServerSettin
         }
         (None, None) => None,
     };
+    let tls_file = |value: Option<Spanned<String>>, field: &str| {
+        value.map(|v| TlsFile::new(beside(file, v.get_ref()), format!("[server] `{field}`")))
+    };
     Ok(ServerSettings {
         listen,
         grpc_listen,
         token,
+        grpc_tls_cert: tls_file(raw.grpc_tls_cert, "grpc_tls_cert"),
+        grpc_tls_key: tls_file(raw.grpc_tls_key, "grpc_tls_key"),
+        grpc_tls_client_ca: tls_file(raw.grpc_tls_client_ca, "grpc_tls_client_ca"),
     })
+}
+
+/// A path named in the config file: relative ones are relative to it.
+fn beside(file: &str, path: &str) -> std::path::PathBuf {
+    Path::new(file)
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join(path)
 }

@@ -26,7 +26,7 @@ use std::path::PathBuf;
 
 use super::redis_env::RedisTarget;
 use super::service::{HeaderNames, Settings};
-use super::tls::GrpcTls;
+use crate::grpc_tls::{GrpcTls, TlsFile};
 
 /// Variables refused when set to a value that turns on what tollgate's ERL
 /// mode does not do, with that value's test and why.
@@ -196,7 +196,11 @@ pub(crate) fn read(
         dir.push(get("RUNTIME_APPDIRECTORY").unwrap_or("config"));
         dir
     });
-    let path = |name: &str| get(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let path = |name: &str| {
+        get(name)
+            .filter(|v| !v.is_empty())
+            .map(|v| TlsFile::new(v, name))
+    };
     let grpc_tls = match (
         grpc_tls_on,
         path("GRPC_SERVER_TLS_CERT"),

@@ -28,7 +28,6 @@ pub(crate) mod serve;
 mod service;
 mod state;
 mod stats;
-mod tls;
 mod window;
 mod xds;
 mod yaml;

@@ -215,10 +215,7 @@ async fn serve(flags: Flags, env: ErlEnv, origin: Origin, config: super::ErlConf
     }
     let mut builder = tonic::transport::Server::builder();
     if let Some(tls) = &env.grpc_tls {
-        match tls
-            .server_config()
-            .and_then(|c| builder.tls_config(c).map_err(|e| e.to_string()))
-        {
+        match tls.apply(builder) {
             Ok(with_tls) => builder = with_tls,
             Err(e) => {
                 eprintln!("error: gRPC TLS: {e}");

@@ -11,6 +11,7 @@ use metrics_exporter_prometheus::PrometheusBuilder;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::config::{self, Config};
+use crate::grpc_tls::TlsFile;
 use crate::http::router;
 use crate::state::AppState;
 use crate::store;
@@ -63,6 +64,18 @@ pub(crate) struct ServeArgs {
     /// require_at_startup = true`.
     #[arg(long, env = "TOLLGATE_REQUIRE_REDIS")]
     require_redis: bool,
+    /// TLS on the gRPC server: its certificate chain (PEM). Needs
+    /// `--grpc-tls-key`; overrides `[server] grpc_tls_cert`.
+    #[arg(long, env = "TOLLGATE_GRPC_TLS_CERT")]
+    grpc_tls_cert: Option<PathBuf>,
+    /// TLS on the gRPC server: the certificate's private key (PEM).
+    #[arg(long, env = "TOLLGATE_GRPC_TLS_KEY")]
+    grpc_tls_key: Option<PathBuf>,
+    /// Mutual TLS on the gRPC server: the CA (PEM) that must have signed a
+    /// client's certificate; a client without one is refused at the
+    /// handshake.
+    #[arg(long, env = "TOLLGATE_GRPC_TLS_CLIENT_CA")]
+    grpc_tls_client_ca: Option<PathBuf>,
     /// A bearer token every request but /healthz must carry.
     #[arg(long, env = "TOLLGATE_TOKEN", hide_env_values = true)]
     token: Option<String>,
@@ -125,6 +138,12 @@ pub(crate) fn run(args: ServeArgs) -> i32 {
         require_redis: args.require_redis,
         token: args.token.clone(),
         grpc_listen: args.grpc_listen,
+        grpc_tls: [
+            (&args.grpc_tls_cert, "--grpc-tls-cert"),
+            (&args.grpc_tls_key, "--grpc-tls-key"),
+            (&args.grpc_tls_client_ca, "--grpc-tls-client-ca"),
+        ]
+        .map(|(path, flag)| path.as_ref().map(|p| TlsFile::new(p, flag))),
         shadow: args.shadow,
     };
     if let Err(e) = overrides.apply(&mut config) {
@@ -156,6 +175,21 @@ async fn serve(
     grpc: Option<SocketAddr>,
     overrides: Overrides,
 ) -> i32 {
+    // TLS files are checked before anything starts.
+    let grpc_builder = match config.server.grpc_tls() {
+        Ok(None) => tonic::transport::Server::builder(),
+        Ok(Some(tls)) => match tls.apply(tonic::transport::Server::builder()) {
+            Ok(builder) => builder,
+            Err(e) => {
+                eprintln!("error: gRPC TLS: {e}");
+                return 2;
+            }
+        },
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
     let metrics = match PrometheusBuilder::new().install_recorder() {
         Ok(handle) => Some(handle),
         Err(e) => {
@@ -241,8 +275,9 @@ async fn serve(
     let grpc_server = grpc.map(|incoming| {
         let service = crate::grpc::service(state.clone());
         let until = stopped(stopping.clone());
+        let mut builder = grpc_builder;
         tokio::spawn(async move {
-            tonic::transport::Server::builder()
+            builder
                 .add_service(service)
                 .serve_with_incoming_shutdown(incoming, until)
                 .await

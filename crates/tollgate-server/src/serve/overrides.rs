@@ -12,6 +12,8 @@ pub(super) struct Overrides {
     pub(super) require_redis: bool,
     pub(super) token: Option<String>,
     pub(super) grpc_listen: Option<SocketAddr>,
+    /// `--grpc-tls-cert`, `--grpc-tls-key`, `--grpc-tls-client-ca`.
+    pub(super) grpc_tls: [Option<TlsFile>; 3],
     pub(super) shadow: bool,
 }
 
@@ -53,6 +55,17 @@ impl Overrides {
         }
         if self.grpc_listen.is_some() {
             config.server.grpc_listen = self.grpc_listen;
+        }
+        let [cert, key, ca] = &self.grpc_tls;
+        let server = &mut config.server;
+        for (flag, field) in [
+            (cert, &mut server.grpc_tls_cert),
+            (key, &mut server.grpc_tls_key),
+            (ca, &mut server.grpc_tls_client_ca),
+        ] {
+            if flag.is_some() {
+                field.clone_from(flag);
+            }
         }
         if self.shadow {
             for policy in &mut config.policies.policies {

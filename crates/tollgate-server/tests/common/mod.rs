@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test file uses its own part
 
 pub(crate) mod service;
+pub(crate) mod tls;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

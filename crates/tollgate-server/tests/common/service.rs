@@ -24,6 +24,8 @@ pub(crate) fn temp_dir() -> PathBuf {
 pub(crate) struct Service {
     child: Child,
     pub(crate) addr: String,
+    /// Where gRPC listens, when it does.
+    pub(crate) grpc: Option<String>,
 }
 
 impl Drop for Service {
@@ -55,15 +57,21 @@ impl Service {
             .spawn()
             .unwrap();
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut first = String::new();
+        let (mut first, mut second) = (String::new(), String::new());
         stdout.read_line(&mut first).unwrap();
+        // `serve` prints the gRPC address next, or the store
+        stdout.read_line(&mut second).unwrap();
+        let grpc = second
+            .trim()
+            .strip_prefix("tollgate gRPC (Envoy rate limit service) on ")
+            .map(str::to_string);
         std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
         let addr = first
             .trim()
             .strip_prefix("tollgate listening on http://")
             .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
             .to_string();
-        Service { child, addr }
+        Service { child, addr, grpc }
     }
 
     /// `tollgate serve` in ERL mode on the config at `config` (file or

@@ -1,0 +1,233 @@
+//! TLS on `tollgate serve`'s own gRPC server: `--grpc-tls-cert`,
+//! `--grpc-tls-key`, `--grpc-tls-client-ca` and their `[server]` fields,
+//! with a CA and certificates made in the test. Under mutual TLS a client
+//! without a certificate is refused; a file that is missing or is no PEM
+//! stops the start (exit 2) with the flag or field and the path.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::service::{Service, temp_dir};
+use common::tls::certificates;
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
+
+const POLICIES: &str = r#"
+[[policy]]
+name = "per-ip"
+algorithm = "fixed_window"
+limit = 3
+window = "1d"
+
+[[descriptor]]
+domain = "edge"
+entries = [{ key = "remote_address" }]
+policy = "per-ip"
+"#;
+
+fn request() -> RateLimitRequest {
+    RateLimitRequest {
+        domain: "edge".to_string(),
+        descriptors: vec![RateLimitDescriptor {
+            entries: vec![Entry {
+                key: "remote_address".to_string(),
+                value: "10.0.0.9".to_string(),
+            }],
+            ..Default::default()
+        }],
+        hits_addend: 0,
+    }
+}
+
+/// One call over a TLS channel with `tls`: the descriptor's remaining, or
+/// the error (at connect or at the call).
+async fn call(grpc: &str, tls: ClientTlsConfig) -> Result<u32, String> {
+    let channel = Channel::from_shared(format!("https://{grpc}"))
+        .unwrap()
+        .tls_config(tls)
+        .unwrap()
+        .connect()
+        .await
+        .map_err(|e| format!("connect: {e:?}"))?;
+    let response = RateLimitServiceClient::new(channel)
+        .should_rate_limit(request())
+        .await
+        .map_err(|e| format!("call: {e:?}"))?;
+    Ok(response.into_inner().statuses[0].limit_remaining)
+}
+
+fn serve(dir: &Path, config: &str, args: &[&str]) -> Command {
+    let path = dir.join("tollgate.toml");
+    std::fs::write(&path, config).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tollgate"));
+    cmd.args([
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--grpc-listen",
+        "127.0.0.1:0",
+        "--config",
+    ])
+    .arg(path)
+    .args(args)
+    .env_clear();
+    cmd
+}
+
+#[tokio::test]
+async fn tls_from_flags_and_mutual_tls_from_the_config_file() {
+    let dir = temp_dir();
+    let (ca, client_cert, client_key) = certificates(&dir);
+    let server_ca = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(&ca))
+        .domain_name("localhost");
+
+    // TLS from the flags: any client that trusts the CA is served
+    let path = dir.join("flags.toml");
+    std::fs::write(&path, POLICIES).unwrap();
+    let (cert, key) = (dir.join("server.pem"), dir.join("server.key"));
+    let (cert, key) = (cert.to_str().unwrap(), key.to_str().unwrap());
+    let flags = Service::start(
+        &path,
+        &[
+            "--grpc-listen",
+            "127.0.0.1:0",
+            "--grpc-tls-cert",
+            cert,
+            "--grpc-tls-key",
+            key,
+        ],
+    );
+    let grpc = flags.grpc.clone().unwrap();
+    assert_eq!(call(&grpc, server_ca.clone()).await, Ok(2));
+    // plaintext is not served
+    let plain = async {
+        let mut client = RateLimitServiceClient::connect(format!("http://{grpc}")).await?;
+        client.should_rate_limit(request()).await?;
+        Ok::<(), Box<dyn std::error::Error>>(())
+    };
+    assert!(plain.await.is_err(), "plaintext gRPC was served over TLS");
+    drop(flags);
+
+    // mutual TLS from [server], paths relative to the file
+    let path = dir.join("mtls.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[server]\ngrpc_listen = \"127.0.0.1:0\"\ngrpc_tls_cert = \"server.pem\"\ngrpc_tls_key = \"server.key\"\ngrpc_tls_client_ca = \"ca.pem\"\n{POLICIES}"
+        ),
+    )
+    .unwrap();
+    let mtls = Service::start(&path, &[]);
+    let grpc = mtls.grpc.clone().unwrap();
+    let with_cert = server_ca
+        .clone()
+        .identity(Identity::from_pem(&client_cert, &client_key));
+    assert_eq!(call(&grpc, with_cert.clone()).await, Ok(2));
+    let refused = call(&grpc, server_ca.clone()).await;
+    assert!(
+        refused.is_err(),
+        "a client without a certificate was served"
+    );
+    // the refused client consumed nothing
+    assert_eq!(call(&grpc, with_cert).await, Ok(1));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_missing_or_bad_file_names_the_flag_or_field_and_the_path() {
+    let dir = temp_dir();
+    certificates(&dir);
+    std::fs::write(dir.join("not.pem"), "hello\n").unwrap();
+    let path = |name: &str| dir.join(name).display().to_string();
+    let (cert, key, missing, not_pem) = (
+        path("server.pem"),
+        path("server.key"),
+        path("missing.pem"),
+        path("not.pem"),
+    );
+    let with_files = format!(
+        "[server]\ngrpc_tls_cert = \"server.pem\"\ngrpc_tls_key = \"missing.key\"\n{POLICIES}"
+    );
+    for (config, args, says) in [
+        (
+            POLICIES.to_string(),
+            vec!["--grpc-tls-cert", &missing, "--grpc-tls-key", &key],
+            format!("--grpc-tls-cert {missing}: No such file"),
+        ),
+        (
+            POLICIES.to_string(),
+            vec!["--grpc-tls-cert", &cert, "--grpc-tls-key", &not_pem],
+            format!("--grpc-tls-key {not_pem}: no PEM private key"),
+        ),
+        (
+            POLICIES.to_string(),
+            vec!["--grpc-tls-cert", &not_pem, "--grpc-tls-key", &key],
+            format!("--grpc-tls-cert {not_pem}: no PEM certificate"),
+        ),
+        (
+            POLICIES.to_string(),
+            vec![
+                "--grpc-tls-cert",
+                &cert,
+                "--grpc-tls-key",
+                &key,
+                "--grpc-tls-client-ca",
+                &key,
+            ],
+            format!("--grpc-tls-client-ca {key}: no PEM certificate"),
+        ),
+        (
+            with_files.clone(),
+            vec![],
+            format!(
+                "[server] `grpc_tls_key` {}: No such file",
+                path("missing.key")
+            ),
+        ),
+        (
+            POLICIES.to_string(),
+            vec!["--grpc-tls-cert", &cert],
+            "--grpc-tls-cert needs --grpc-tls-key".to_string(),
+        ),
+        (
+            POLICIES.to_string(),
+            vec!["--grpc-tls-client-ca", &cert],
+            "--grpc-tls-client-ca needs --grpc-tls-cert".to_string(),
+        ),
+    ] {
+        let out = serve(&dir, &config, &args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(&says),
+            "{args:?}: wanted {says:?} in {stderr}"
+        );
+    }
+    // a key that is not the certificate's
+    let other = temp_dir();
+    certificates(&other);
+    let other_key = other.join("server.key").display().to_string();
+    let out = serve(
+        &dir,
+        POLICIES,
+        &["--grpc-tls-cert", &cert, "--grpc-tls-key", &other_key],
+    )
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "--grpc-tls-cert {cert} with --grpc-tls-key {other_key}"
+        )),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(&other).unwrap();
+}
