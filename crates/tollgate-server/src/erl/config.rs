@@ -10,6 +10,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use envoy_types::pb::google::protobuf::Struct;
+
 use super::decode::{DescriptorDoc, RateLimitDoc, RootDoc};
 use super::error::ConfigError;
 use super::window::Unit;
@@ -31,7 +33,7 @@ pub(crate) enum Limit {
 }
 
 /// One descriptor's `rate_limit` with the descriptor's flags.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Rule {
     /// What it does.
     pub(crate) limit: Limit,
@@ -47,6 +49,8 @@ pub(crate) struct Rule {
     pub(crate) detailed_metric: bool,
     /// The rule's place: `domain.key_value.key2`, as ERL names its stats.
     pub(crate) path: String,
+    /// The descriptor's `metadata`, for the response's dynamic metadata.
+    pub(crate) metadata: Option<Struct>,
 }
 
 /// A descriptor of the config: its rule and its children.
@@ -284,6 +288,7 @@ impl Loader<'_, '_> {
             quota_mode: doc.quota_mode,
             detailed_metric: doc.detailed_metric,
             path: path.to_string(),
+            metadata: doc.metadata.clone(),
         })
     }
 }

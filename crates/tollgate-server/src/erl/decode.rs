@@ -16,6 +16,7 @@
 use super::error::ConfigError;
 use super::keys::POLICY_KEY;
 use super::yaml::{Kind, Node, Value};
+use envoy_types::pb::google::protobuf::Struct;
 
 /// A file's top level.
 #[derive(Debug, Default)]
@@ -37,6 +38,8 @@ pub(crate) struct DescriptorDoc {
     pub(crate) detailed_metric: bool,
     pub(crate) value_to_metric: bool,
     pub(crate) share_threshold: bool,
+    /// Returned as dynamic metadata when the descriptor passes.
+    pub(crate) metadata: Option<Struct>,
 }
 
 /// A descriptor's `rate_limit`.
@@ -183,9 +186,7 @@ impl Decoder<'_> {
                 "detailed_metric" => doc.detailed_metric = self.boolean(key, value),
                 "value_to_metric" => doc.value_to_metric = self.boolean(key, value),
                 "share_threshold" => doc.share_threshold = self.boolean(key, value),
-                "metadata" => {
-                    self.metadata(key, value);
-                }
+                "metadata" => doc.metadata = self.metadata(key, value),
                 _ => {}
             }
         }
@@ -233,13 +234,17 @@ impl Decoder<'_> {
         Some(doc)
     }
 
-    fn metadata(&mut self, key: &Node, value: &Node) {
+    fn metadata(&mut self, key: &Node, value: &Node) -> Option<Struct> {
         match &value.kind {
-            Kind::Map(_)
-            | Kind::Scalar {
+            Kind::Map(entries) if entries.is_empty() => None,
+            Kind::Map(_) => super::metadata::from_yaml(value),
+            Kind::Scalar {
                 value: Value::Null, ..
-            } => {}
-            _ => self.refuse(key, value, "a metadata map"),
+            } => None,
+            _ => {
+                self.refuse(key, value, "a metadata map");
+                None
+            }
         }
     }
 }

@@ -11,7 +11,7 @@
 //! `LIMIT_LIMIT_HEADER`, `LIMIT_REMAINING_HEADER`, `LIMIT_RESET_HEADER`,
 //! `EXPIRATION_JITTER_MAX_SECONDS`, `NEAR_LIMIT_RATIO`, `BACKEND_TYPE`
 //! (redis), `GRPC_SERVER_USE_TLS`, `GRPC_SERVER_TLS_CERT`,
-//! `GRPC_SERVER_TLS_KEY`, `GRPC_CLIENT_TLS_CACERT`. `CONFIG_TYPE` and the
+//! `GRPC_SERVER_TLS_KEY`, `GRPC_CLIENT_TLS_CACERT`, `RESPONSE_DYNAMIC_METADATA`. `CONFIG_TYPE` and the
 //! xDS source's variables are read by `xds::read`.
 //!
 //! Refused (the service does not start) when set to what would change
@@ -65,11 +65,6 @@ pub(crate) const REFUSED: &[Refused] = &[
         "MERGE_DOMAIN_CONFIG",
         is_true,
         "a domain in two files is an error",
-    ),
-    (
-        "RESPONSE_DYNAMIC_METADATA",
-        is_true,
-        "dynamic metadata is not returned",
     ),
     (
         "GRPC_CLIENT_TLS_SAN",
@@ -138,6 +133,7 @@ pub(crate) fn read(
     let insecure = flag("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", false);
     let ignore_dotfiles = flag("RUNTIME_IGNOREDOTFILES", true);
     let grpc_tls_on = flag("GRPC_SERVER_USE_TLS", false);
+    let dynamic_metadata = flag("RESPONSE_DYNAMIC_METADATA", false);
     let parse = |name: &str, default: &str| -> String {
         get(name)
             .filter(|v| !v.is_empty())
@@ -231,6 +227,7 @@ pub(crate) fn read(
             headers,
             jitter_max_seconds,
             near_limit_ratio,
+            dynamic_metadata,
         },
         redis,
         http,
@@ -275,6 +272,7 @@ mod tests {
             ("QUOTA_MODE", "True"),
             ("LIMIT_RESPONSE_HEADERS_ENABLED", "true"),
             ("LIMIT_RESET_HEADER", "X-Reset"),
+            ("RESPONSE_DYNAMIC_METADATA", "true"),
         ])
         .unwrap();
         assert_eq!(
@@ -289,6 +287,7 @@ mod tests {
         assert!(!e.ignore_dotfiles);
         assert_eq!(e.settings.prefix, "rl:");
         assert!(e.settings.global_shadow && e.settings.global_quota);
+        assert!(e.settings.dynamic_metadata);
         let h = e.settings.headers.unwrap();
         assert_eq!(
             (h.limit.as_str(), h.reset.as_str()),

@@ -168,6 +168,9 @@ pub(crate) fn response(resp: &RateLimitResponse) -> Value {
             .collect();
         out.insert("responseHeadersToAdd".into(), headers);
     }
+    if let Some(metadata) = &resp.dynamic_metadata {
+        out.insert("dynamicMetadata".into(), super::metadata::to_json(metadata));
+    }
     Value::Object(out)
 }
 

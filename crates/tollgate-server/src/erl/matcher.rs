@@ -13,7 +13,7 @@ use std::sync::Arc;
 use super::config::{Children, ErlConfig, Node, Rule};
 
 /// What a request descriptor matched.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Matched<'c> {
     /// The rule on the node of the last entry.
     pub(crate) rule: &'c Arc<Rule>,

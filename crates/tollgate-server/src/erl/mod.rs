@@ -21,6 +21,7 @@ mod json;
 mod key;
 mod keys;
 mod matcher;
+mod metadata;
 mod metric;
 mod redis;
 mod redis_env;

@@ -22,7 +22,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
     Code, DescriptorStatus, RateLimit,
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use envoy_types::pb::google::protobuf::Duration as ProtoDuration;
+use envoy_types::pb::google::protobuf::{Duration as ProtoDuration, Struct};
 
 use super::config::{ErlConfig, Limit};
 use super::counter::{Counter, Hit};
@@ -45,6 +45,9 @@ pub(crate) struct Settings {
     pub(crate) jitter_max_seconds: u64,
     /// `NEAR_LIMIT_RATIO` (stats only).
     pub(crate) near_limit_ratio: f32,
+    /// `RESPONSE_DYNAMIC_METADATA`: the response carries the request's
+    /// descriptors and the passed rules' `metadata` (see `metadata`).
+    pub(crate) dynamic_metadata: bool,
 }
 
 /// The names of the three headers ERL adds when asked to.
@@ -95,6 +98,7 @@ struct Checked<'c> {
     /// The rule's path, and ERL's stats key when it holds request values.
     path: &'c str,
     descriptor: Option<String>,
+    metadata: Option<&'c Struct>,
     hits: u64,
 }
 
@@ -151,6 +155,7 @@ pub(crate) async fn should_rate_limit(
                 key,
                 path: domain,
                 descriptor: None,
+                metadata: None,
                 hits,
             }));
             continue;
@@ -192,6 +197,7 @@ pub(crate) async fn should_rate_limit(
             key,
             path: &m.rule.path,
             descriptor: config.metric_path(domain, &entries, &m),
+            metadata: m.rule.metadata.as_ref(),
             hits,
         }));
     }
@@ -299,6 +305,14 @@ pub(crate) async fn should_rate_limit(
         (Some(names), Some((_, i))) => headers(names, &statuses[i], now),
         _ => Vec::new(),
     };
+    let dynamic_metadata = settings.dynamic_metadata.then(|| {
+        let passed = found
+            .iter()
+            .zip(&statuses)
+            .filter(|(_, s)| s.code != Code::OverLimit as i32)
+            .filter_map(|(c, _)| c.as_ref()?.metadata);
+        super::metadata::dynamic_metadata(request, passed)
+    });
     Ok(RateLimitResponse {
         overall_code: if refused && !settings.global_shadow {
             Code::OverLimit
@@ -307,6 +321,7 @@ pub(crate) async fn should_rate_limit(
         } as i32,
         statuses,
         response_headers_to_add,
+        dynamic_metadata,
         ..Default::default()
     })
 }

@@ -64,6 +64,7 @@ fn descriptor(d: RateLimitDescriptor) -> DescriptorDoc {
         detailed_metric: d.detailed_metric,
         // not in the resource, as share_threshold
         value_to_metric: false,
+        metadata: d.metadata.filter(|m| !m.fields.is_empty()),
         // not in the resource: ERL's xDS configs cannot share a wildcard's counter
         share_threshold: false,
     }

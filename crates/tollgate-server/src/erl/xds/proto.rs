@@ -41,7 +41,7 @@ pub(crate) struct RateLimitDescriptor {
     pub(crate) detailed_metric: bool,
     #[prost(bool, tag = "7")]
     pub(crate) quota_mode: bool,
-    /// Returned by ERL only as dynamic metadata, which ERL mode refuses.
+    /// Returned as dynamic metadata (`RESPONSE_DYNAMIC_METADATA`).
     #[prost(message, optional, tag = "8")]
     pub(crate) metadata: Option<Struct>,
 }
