@@ -21,7 +21,8 @@
 //! tb-us, gcra-us, lb-us) only those policies in it. `-- --instructions`
 //! counts each script's instructions per call under callgrind instead
 //! (needs valgrind); `-- --instructions --usage` counts `check`, `charge`,
-//! `refund` and `check_at_most` (each of cost 1) per rate policy.
+//! `refund` and `check_at_most` (each of cost 1) per rate policy and a
+//! calendar month's window (`--policy NAME`, also `fw-cal`, only those).
 //!
 //! Kept whole on purpose: one benchmark against one `redis-server`, whose rows are reported side by side.
 
@@ -31,6 +32,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tollgate::algorithm::Period;
 use tollgate::store::Store;
 use tollgate::store::redis::{RedisStore, TimeSource};
 use tollgate::{Clock, Policy, SystemClock, Usage};
@@ -174,13 +176,21 @@ fn decide(
     }
 }
 
-/// A usage operation of cost `cost` on one of each caller's 100 keys.
-fn usage(store: &Arc<RedisStore>, policy: &Arc<Policy>, op: Usage, cost: u64) -> Op {
+/// A usage operation of cost `cost` on one of each caller's 100 keys,
+/// the operation's own (named after it: `refund` and its preparation
+/// share theirs).
+fn usage(
+    store: &Arc<RedisStore>,
+    policy: &Arc<Policy>,
+    op: Usage,
+    cost: u64,
+    keys: &'static str,
+) -> Op {
     let (store, policy) = (store.clone(), policy.clone());
     Arc::new(move |c, n| {
         let (store, p) = (store.clone(), policy.clone());
         Box::pin(async move {
-            let key = format!("k{c}-{}", n % 100);
+            let key = format!("{keys}{c}-{}", n % 100);
             store.usage(&p, key.as_bytes(), op, cost).await.unwrap();
         })
     })
@@ -287,6 +297,7 @@ fn label(policy: &Policy) -> &'static str {
         "tb-us" => "token_bucket TIME",
         "gcra-us" => "gcra TIME",
         "lb-us" => "leaky_bucket TIME",
+        "fw-cal" => "fixed_window month",
         _ => policy.algorithm().name(),
     }
 }
@@ -695,25 +706,43 @@ fn instructions() {
 }
 
 /// `-- --instructions --usage`: per rate policy, `check`, `charge`,
-/// `refund` and `check_at_most` of cost 1, one caller, each on keys that
-/// exist: `refund`'s keys charged deep into debt first (untimed), so that
-/// every refund has something to give back.
+/// `refund` and `check_at_most` of cost 1, one caller, each on 100 keys of
+/// its own that exist (100 calls first, untimed), as a hot key's are:
+/// `refund`'s keys charged deep into debt first, so that every refund has
+/// something to give back however fast the policy refills.
 async fn usage_instructions(store: &Arc<RedisStore>, pid: &str, dir: &std::path::Path, calls: u64) {
     println!("instructions per call inside EVALSHA (callgrind, {calls} calls on 100 keys)");
-    for policy in policies() {
-        if policy.algorithm().name() == "concurrency" {
+    let args: Vec<String> = std::env::args().collect();
+    let only: Vec<&str> = args
+        .windows(2)
+        .filter(|w| w[0] == "--policy")
+        .map(|w| w[1].as_str())
+        .collect();
+    let mut list = policies();
+    // A calendar month: the fixed window's script with the window's bounds.
+    list.push(
+        Policy::fixed_window_calendar("fw-cal", 1 << 40, Period::Month, "Europe/Paris").unwrap(),
+    );
+    for policy in list {
+        if policy.algorithm().name() == "concurrency"
+            || !(only.is_empty() || only.contains(&policy.name()))
+        {
             continue;
         }
         let p = Arc::new(policy);
         let rows: [(&str, Op, Option<Op>); 4] = [
             ("check", Arc::new(decide(store, &p)) as Op, None),
-            ("charge", usage(store, &p, Usage::Charge, 1), None),
+            ("charge", usage(store, &p, Usage::Charge, 1, "charge"), None),
             (
                 "refund",
-                usage(store, &p, Usage::Refund, 1),
-                Some(usage(store, &p, Usage::Charge, 1 << 40)),
+                usage(store, &p, Usage::Refund, 1, "refund"),
+                Some(usage(store, &p, Usage::Charge, 1 << 40, "refund")),
             ),
-            ("check_at_most", usage(store, &p, Usage::AtMost, 1), None),
+            (
+                "check_at_most",
+                usage(store, &p, Usage::AtMost, 1, "at_most"),
+                None,
+            ),
         ];
         let mut line = format!("{:<18}", label(&p));
         for (name, op, prepare) in rows {

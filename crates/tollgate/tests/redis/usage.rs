@@ -117,3 +117,95 @@ fn usage_through_a_resilient_store_is_never_dropped() {
         assert_eq!(d.source, tollgate::Source::Fallback);
     });
 }
+
+/// One step of a usage trace: a check (`None`) or a usage operation.
+type Step = (Option<Usage>, u64);
+
+fn steps() -> impl Strategy<Value = Vec<Step>> {
+    let op = prop_oneof![
+        Just(None),
+        Just(Some(Usage::Charge)),
+        Just(Some(Usage::Refund)),
+        Just(Some(Usage::AtMost)),
+    ];
+    // Small costs, and some past every bound: 2^47 to 2^52 take the
+    // general usage scripts, whose numbers would not stay exact in the
+    // check-shaped ones.
+    let cost =
+        prop_oneof![6 => 0..=4u64, 3 => 0..=30u64, 1 => (47..=52u32).prop_map(|e| 1u64 << e)];
+    prop::collection::vec((op, cost), 1..30)
+}
+
+/// The server-clock forms decide usage as memory does, on random traces
+/// of checks, charges, refunds and check_at_most (small costs, costs past
+/// the limit into debt, and huge ones), with and without a deadline (whose
+/// arguments the scripts take in other places): the same admissions,
+/// remaining and grants, and a retry or a reset where memory has one.
+/// Windows of 365 days and rates of 1 an hour, so the server's clock
+/// moving on during a trace changes nothing.
+#[test]
+fn usage_in_the_server_clock_forms_decides_like_memory() {
+    let server = standalone();
+    let rt = runtime();
+    let year = Duration::from_secs(365 * 86_400);
+    let hour = Duration::from_secs(3600);
+    let config = ProptestConfig {
+        cases: 48,
+        ..ProptestConfig::default()
+    };
+    let policies = prop_oneof![
+        (1..=12u64).prop_map(move |l| Policy::fixed_window("fw", l, year).unwrap()),
+        (1..=12u64).prop_map(move |b| Policy::token_bucket("tb", 1, hour, b).unwrap()),
+        (1..=12u64).prop_map(move |b| Policy::gcra("gcra", 1, hour, b).unwrap()),
+        (1..=12u64).prop_map(move |c| Policy::leaky_bucket("lb", 1, hour, c).unwrap()),
+    ];
+    proptest!(config, |(policy in policies, trace in steps(), deadline in any::<bool>())| {
+        rt.block_on(async {
+            let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+            let memory = MemoryStore::with_clock(ManualClock::new(now.as_micros() as u64));
+            let mut builder = RedisStore::builder([server.url()]).prefix(fresh_prefix("usage-diff"));
+            if deadline {
+                builder = builder.deadline(Duration::from_secs(30));
+            }
+            let redis = builder.connect().await.unwrap();
+            for (i, &(op, cost)) in trace.iter().enumerate() {
+                let (want, got) = match op {
+                    None => (
+                        memory.check(&policy, b"k", cost.min(policy.limit())).await,
+                        redis.check(&policy, b"k", cost.min(policy.limit())).await,
+                    ),
+                    Some(op) => (
+                        memory.usage(&policy, b"k", op, cost).await,
+                        redis.usage(&policy, b"k", op, cost).await,
+                    ),
+                };
+                let (want, got) = (want.unwrap(), got.unwrap());
+                let seen = |d: &Decision| {
+                    (d.allowed, d.remaining, d.granted, d.retry_after > Duration::ZERO, d.reset_after > Duration::ZERO)
+                };
+                prop_assert_eq!(seen(&got), seen(&want), "step {} {:?} of {} on {:?}", i, op, cost, policy);
+            }
+            Ok(())
+        })?;
+    });
+    Deployment::Standalone.assert_every_key_expires();
+}
+
+/// check_at_most on a bucket whose interval is 1 ms, which the script
+/// takes without the interval: a backlog near the capacity grants the
+/// whole ms that fit, and leaves nothing.
+#[test]
+fn check_at_most_on_a_bucket_of_one_ms() {
+    let server = standalone();
+    runtime().block_on(async {
+        let store = connect(vec![server.url()], TimeSource::Server, "at-most-ms").await;
+        let policy =
+            Policy::token_bucket("tb-ms", 1000, Duration::from_secs(1), 1_000_000).unwrap();
+        store.charge(&policy, b"k", 999_990).await.unwrap();
+        let d = store.check_at_most(&policy, b"k", 100_000).await.unwrap();
+        // 10 left, and one more for every ms since the charge.
+        assert!(d.allowed);
+        assert!((10..=10_000).contains(&d.granted), "{d:?}");
+        assert_eq!(d.remaining, 0);
+    });
+}

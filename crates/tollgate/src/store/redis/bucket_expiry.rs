@@ -4,6 +4,7 @@
 //! the backlog, from which the algorithm's own Rust code rebuilds the
 //! decision.
 
+use super::scripts::{Script, Scripts};
 use crate::algorithm::{
     Algorithm, GcraState, LeakyBucketState, MAX_DEBT, MAX_EXACT, State, TokenBucketState, Usage,
 };
@@ -110,22 +111,50 @@ impl BucketExpiry {
         Ok(verdict.decision())
     }
 
-    /// The arguments of `lua/bucket_expiry_usage.lua`, as text.
-    pub(super) fn usage_args(&self, op: Usage, cost: u64, deadline: u64) -> Vec<String> {
-        [
-            usage_op(op),
-            cost,
-            self.interval,
-            self.capacity,
-            self.max_backlog,
-            deadline,
-        ]
-        .iter()
-        .map(u64::to_string)
-        .collect()
+    /// A usage call in this form: its script
+    /// (`lua/bucket_expiry_{charge,refund,at_most}.lua`, or for a cost of
+    /// 0 the check's, which peeks) and its arguments, as text (see each
+    /// script's contract): the deadline only when there is one, and
+    /// check_at_most's interval only when it is not 1 ms or a deadline
+    /// follows it.
+    pub(super) fn usage_call<'s>(
+        &self,
+        scripts: &'s Scripts,
+        op: Usage,
+        cost: u64,
+        deadline: u64,
+    ) -> (&'s Script, Vec<String>) {
+        let need = cost.saturating_mul(self.interval);
+        let (script, mut args) = match op {
+            _ if cost == 0 => (&scripts.bucket_expiry, vec![0, self.capacity, deadline]),
+            Usage::Charge => {
+                let need = need.min(self.max_backlog);
+                (
+                    &scripts.bucket_expiry_charge,
+                    vec![need, self.max_backlog - need],
+                )
+            }
+            Usage::Refund => (
+                &scripts.bucket_expiry_refund,
+                vec![need.min(self.max_backlog)],
+            ),
+            _ => {
+                // More than the capacity grants what the capacity does.
+                let need = need.min(self.capacity);
+                let mut args = vec![need, self.capacity - need];
+                if self.interval != 1 || deadline > 0 {
+                    args.push(self.interval);
+                }
+                (&scripts.bucket_expiry_at_most, args)
+            }
+        };
+        if deadline > 0 && cost > 0 {
+            args.push(deadline);
+        }
+        (script, args.iter().map(u64::to_string).collect())
     }
 
-    /// The decision of a usage operation from `lua/bucket_expiry_usage.lua`'s
+    /// The decision of a usage operation from its script's
     /// reply (the backlog in ms before it): the algorithm's own operation on
     /// a state that far ahead of now.
     pub(super) fn usage_decision(
@@ -135,11 +164,17 @@ impl BucketExpiry {
         op: Usage,
         cost: u64,
     ) -> Result<Decision> {
-        let backlog = u64::try_from(reply).map_err(|_| Error::Store {
+        // A peek (a cost of 0, by the check's script) may answer a denial.
+        let backlog = if cost == 0 && reply < 0 {
+            -1 - reply
+        } else {
+            reply
+        };
+        let backlog = u64::try_from(backlog).map_err(|_| Error::Store {
             kind: StoreErrorKind::Protocol,
-            message: format!("bucket_expiry_usage replied {reply}, a negative backlog"),
+            message: format!("a bucket_expiry usage script replied {reply}, a negative backlog"),
         })?;
-        let mut state = self.state_at(algorithm, backlog, "bucket_expiry_usage", reply)?;
+        let mut state = self.state_at(algorithm, backlog, "a bucket_expiry usage script", reply)?;
         Ok(algorithm.usage(&mut state, 0, op, cost))
     }
 
@@ -174,16 +209,6 @@ impl BucketExpiry {
                 return Err(protocol(&format!("but the policy is a {}", other.name())));
             }
         })
-    }
-}
-
-/// The operation as the usage scripts name it: 1 charge, 2 refund, 3
-/// check_at_most.
-pub(super) fn usage_op(op: Usage) -> u64 {
-    match op {
-        Usage::Charge => 1,
-        Usage::Refund => 2,
-        _ => 3,
     }
 }
 

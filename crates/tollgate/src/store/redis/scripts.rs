@@ -176,13 +176,25 @@ pub(crate) struct Scripts {
     pub(crate) batch: Script,
     /// Charge, refund and check_at_most (`lua/*_usage.lua`).
     pub(crate) fixed_window_usage: Script,
+    pub(crate) fixed_window_calendar_usage: Script,
     pub(crate) sliding_window_usage: Script,
     pub(crate) sliding_log_usage: Script,
     pub(crate) token_bucket_usage: Script,
     /// GCRA's and the leaky bucket's.
     pub(crate) tat_usage: Script,
-    pub(crate) bucket_expiry_usage: Script,
+    /// Charge, refund and check_at_most on the buckets' server-clock form.
+    pub(crate) bucket_expiry_charge: Script,
+    pub(crate) bucket_expiry_refund: Script,
+    pub(crate) bucket_expiry_at_most: Script,
     pub(crate) fixed_window_server_usage: Script,
+    /// Charge, check_at_most and refund on the server-clock window at a
+    /// check's cost, each also in the form for a cost of 1.
+    pub(crate) fixed_window_server_charge: Script,
+    pub(crate) fixed_window_server_charge_one: Script,
+    pub(crate) fixed_window_server_at_most: Script,
+    pub(crate) fixed_window_server_at_most_one: Script,
+    pub(crate) fixed_window_server_refund: Script,
+    pub(crate) fixed_window_server_refund_one: Script,
 }
 
 impl Scripts {
@@ -208,19 +220,49 @@ impl Scripts {
             concurrency: Script::new("concurrency", CONCURRENCY),
             batch: Script::new("batch", BATCH),
             fixed_window_usage: Script::new("fixed_window_usage", FIXED_WINDOW_USAGE),
+            fixed_window_calendar_usage: Script::new(
+                "fixed_window_calendar_usage",
+                FIXED_WINDOW_CALENDAR_USAGE,
+            ),
             sliding_window_usage: Script::new("sliding_window_usage", SLIDING_WINDOW_USAGE),
             sliding_log_usage: Script::new("sliding_log_usage", SLIDING_LOG_USAGE),
             token_bucket_usage: Script::new("token_bucket_usage", TOKEN_BUCKET_USAGE),
             tat_usage: Script::new("tat_usage", TAT_USAGE),
-            bucket_expiry_usage: Script::new("bucket_expiry_usage", BUCKET_EXPIRY_USAGE),
+            bucket_expiry_charge: Script::new("bucket_expiry_charge", BUCKET_EXPIRY_CHARGE),
+            bucket_expiry_refund: Script::new("bucket_expiry_refund", BUCKET_EXPIRY_REFUND),
+            bucket_expiry_at_most: Script::new("bucket_expiry_at_most", BUCKET_EXPIRY_AT_MOST),
             fixed_window_server_usage: Script::new(
                 "fixed_window_server_usage",
                 FIXED_WINDOW_SERVER_USAGE,
             ),
+            fixed_window_server_charge: Script::new(
+                "fixed_window_server_charge",
+                FIXED_WINDOW_SERVER_CHARGE,
+            ),
+            fixed_window_server_charge_one: Script::new(
+                "fixed_window_server_charge_one",
+                FIXED_WINDOW_SERVER_CHARGE_ONE,
+            ),
+            fixed_window_server_at_most: Script::new(
+                "fixed_window_server_at_most",
+                FIXED_WINDOW_SERVER_AT_MOST,
+            ),
+            fixed_window_server_at_most_one: Script::new(
+                "fixed_window_server_at_most_one",
+                FIXED_WINDOW_SERVER_AT_MOST_ONE,
+            ),
+            fixed_window_server_refund: Script::new(
+                "fixed_window_server_refund",
+                FIXED_WINDOW_SERVER_REFUND,
+            ),
+            fixed_window_server_refund_one: Script::new(
+                "fixed_window_server_refund_one",
+                FIXED_WINDOW_SERVER_REFUND_ONE,
+            ),
         }
     }
 
-    pub(crate) fn all(&self) -> [&Script; 20] {
+    pub(crate) fn all(&self) -> [&Script; 29] {
         [
             &self.fixed_window,
             &self.fixed_window_calendar,
@@ -236,12 +278,21 @@ impl Scripts {
             &self.concurrency,
             &self.batch,
             &self.fixed_window_usage,
+            &self.fixed_window_calendar_usage,
             &self.sliding_window_usage,
             &self.sliding_log_usage,
             &self.token_bucket_usage,
             &self.tat_usage,
-            &self.bucket_expiry_usage,
+            &self.bucket_expiry_charge,
+            &self.bucket_expiry_refund,
+            &self.bucket_expiry_at_most,
             &self.fixed_window_server_usage,
+            &self.fixed_window_server_charge,
+            &self.fixed_window_server_charge_one,
+            &self.fixed_window_server_at_most,
+            &self.fixed_window_server_at_most_one,
+            &self.fixed_window_server_refund,
+            &self.fixed_window_server_refund_one,
         ]
     }
 }

@@ -4,13 +4,24 @@
 //! `DECRBY` and reads no clock; the reply is one integer, from which the
 //! decision is rebuilt here with our estimate of the server's clock.
 
+use super::reply::WindowReply;
 use super::scripts::{Script, Scripts};
-use crate::algorithm::Algorithm;
+use crate::algorithm::{Algorithm, MAX_EXACT, Usage};
 use crate::{Decision, Error, Result, StoreErrorKind};
 
 /// 2^49: the server-clock fixed window takes limits below this, so that
 /// its value, remaining·16 + tag, stays below 2^53.
 const SERVER_WINDOW_MAX_LIMIT: u64 = 1 << 49;
+
+/// The largest charge or check_at_most the usage scripts that cost what a
+/// check does take (2^48): its ·16 (2^52) on any value a window holds
+/// (-2^52 and more) stays within 2^53.
+const MAX_FAST_COST: u64 = 1 << 48;
+
+/// `one` when the call takes the form for a cost of 1 (no arguments).
+fn pick<'s>(one: bool, one_form: &'s Script, general: &'s Script) -> &'s Script {
+    if one { one_form } else { general }
+}
 
 /// A fixed window in its server-clock form (`lua/fixed_window_server.lua`).
 #[derive(Debug, Clone, Copy)]
@@ -117,6 +128,126 @@ impl ServerWindow {
             });
         }
         Ok(self.in_window(false, 0, tag, earliest, latest))
+    }
+
+    /// A usage call in this form, for the scripts that cost what a check
+    /// does (`lua/fixed_window_server_{charge,at_most,refund}.lua`): its
+    /// script, its arguments (as [`args`](Self::args) gives a check's:
+    /// none for 1 without a deadline; a refund adds the limit·16), and
+    /// the cost it passes (check_at_most's max_cost capped at the limit,
+    /// which grants the same). A cost of 0 peeks with the check's script.
+    /// `None` when the cost·16 could take a value past 2^53: such a
+    /// call goes to `lua/fixed_window_server_usage.lua`.
+    pub(super) fn usage_call<'s>(
+        &self,
+        scripts: &'s Scripts,
+        op: Usage,
+        cost: u64,
+        deadline: u64,
+    ) -> Option<(&'s Script, Vec<String>, u64)> {
+        let cost = match op {
+            Usage::AtMost => cost.min(self.limit),
+            _ => cost,
+        };
+        if cost == 0 {
+            let args = vec!["0".to_string(), deadline.to_string()];
+            return Some((&scripts.fixed_window_server, args, 0));
+        }
+        let mut args = self.args(cost, deadline);
+        let one = args.is_empty();
+        let script = match op {
+            Usage::Charge if cost <= MAX_FAST_COST => pick(
+                one,
+                &scripts.fixed_window_server_charge_one,
+                &scripts.fixed_window_server_charge,
+            ),
+            Usage::Refund if (cost + self.limit + 1) * 16 <= MAX_EXACT => {
+                // The limit·16 after the cost (none in the form for 1),
+                // before the deadline.
+                args.insert(usize::from(!one), (self.limit * 16).to_string());
+                pick(
+                    one,
+                    &scripts.fixed_window_server_refund_one,
+                    &scripts.fixed_window_server_refund,
+                )
+            }
+            Usage::AtMost if cost <= MAX_FAST_COST => pick(
+                one,
+                &scripts.fixed_window_server_at_most_one,
+                &scripts.fixed_window_server_at_most,
+            ),
+            _ => return None,
+        };
+        Some((script, args, cost))
+    }
+
+    /// The decision of a usage call made with [`usage_call`](Self::usage_call)
+    /// (which passed `cost`), from its script's reply, the script having
+    /// run on the server's clock in `[earliest, latest]`: for a charge or
+    /// a refund the value after it (0: fresh), as the algorithm's
+    /// `after_usage` answers; for check_at_most the value after a whole
+    /// grant, or -1 - (granted·16 + tag) after a smaller one.
+    pub(super) fn usage_decision(
+        &self,
+        op: Usage,
+        cost: u64,
+        reply: WindowReply,
+        earliest: u64,
+        latest: u64,
+    ) -> Result<Decision> {
+        let value = match reply {
+            WindowReply::Value(v) | WindowReply::InDebt(v) => v,
+        };
+        if op == Usage::AtMost {
+            if cost == 0 {
+                let d = match reply {
+                    WindowReply::Value(v) => self.decision(v, earliest, latest),
+                    WindowReply::InDebt(v) => self.decision_in_debt(v, earliest, latest),
+                };
+                return d.map(|d| d.with_granted(0));
+            }
+            if value >= 0 {
+                return self
+                    .decision(value, earliest, latest)
+                    .map(|d| d.with_granted(cost));
+            }
+            let (granted, tag) = ((-1 - value) as u64 / 16, (-1 - value) as u64 % 16);
+            if granted >= cost || !(1..=8).contains(&tag) {
+                return Err(self.protocol(value, "a grant of this window"));
+            }
+            let d = self.in_window(granted > 0, 0, tag, earliest, latest);
+            return Ok(d.with_granted(granted));
+        }
+        if value == 0 {
+            return Ok(Decision::from_micros(true, self.limit, self.limit, 0, 0, 0));
+        }
+        let (remaining, tag) = (value.div_euclid(16), value.rem_euclid(16) as u64);
+        if !(1..=8).contains(&tag) || remaining >= self.limit as i64 {
+            return Err(self.protocol(value, "the value of this window"));
+        }
+        let d = self.in_window(true, remaining.max(0) as u64, tag, earliest, latest);
+        Ok(Decision::from_micros(
+            op == Usage::Refund || remaining >= 0,
+            self.limit,
+            d.remaining,
+            d.reset_after.as_micros() as u64,
+            if remaining >= 1 {
+                0
+            } else {
+                d.reset_after.as_micros() as u64
+            },
+            0,
+        ))
+    }
+
+    fn protocol(&self, value: i64, what: &str) -> Error {
+        Error::Store {
+            kind: StoreErrorKind::Protocol,
+            message: format!(
+                "a fixed_window_server usage script replied {value}, which is not {what} (limit {})",
+                self.limit
+            ),
+        }
     }
 
     /// The decision in the window that `tag` names, the script having run

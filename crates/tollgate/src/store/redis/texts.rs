@@ -9,14 +9,39 @@ macro_rules! script {
 }
 
 /// The server-clock fixed window's body after the line that names its key
-/// and its cost (times 16, as text): `$cost` is `ARGV[1]`, or a constant.
+/// and its cost (times 16, as text): `$cost` is `ARGV[1]`, or a constant;
+/// then its ending, the check's or a usage operation's.
 macro_rules! fixed_window_server {
     ($cost:literal) => {
+        fixed_window_server!($cost, "fixed_window_server_check.lua")
+    };
+    ($cost:literal, $ending:literal) => {
         concat!(
             "local key, cost = KEYS[1], ",
             $cost,
             "\n",
-            include_str!("lua/fixed_window_server.lua")
+            include_str!("lua/fixed_window_server.lua"),
+            include_str!(concat!("lua/", $ending))
+        )
+    };
+}
+
+/// The server-clock window's refund after the line that names its key,
+/// its cost·16 (`$cost`: `ARGV[1]`, or a constant), the limit·16 and the
+/// deadline.
+macro_rules! fixed_window_server_refund {
+    ($cost:literal, $full:literal, $deadline:literal) => {
+        concat!(
+            include_str!("lua/prologue.lua"),
+            "local key, cost, full, deadline = KEYS[1], ",
+            $cost,
+            ", ",
+            $full,
+            ", ",
+            $deadline,
+            "\n",
+            include_str!("lua/late.lua"),
+            include_str!("lua/fixed_window_server_refund.lua")
         )
     };
 }
@@ -27,7 +52,25 @@ macro_rules! bucket_expiry {
     () => {
         concat!(
             "local key, need, room = KEYS[1], ARGV[1], ARGV[2]\n",
-            include_str!("lua/bucket_expiry.lua")
+            include_str!("lua/bucket_expiry.lua"),
+            include_str!("lua/bucket_expiry_add.lua")
+        )
+    };
+}
+
+/// A usage script on the buckets' server-clock form: the line naming its
+/// key and arguments, the deadline's rule, its body, and for those that
+/// consume the admission's write.
+macro_rules! bucket_expiry_usage {
+    ($names:literal, $file:literal $(, $end:literal)?) => {
+        concat!(
+            include_str!("lua/prologue.lua"),
+            "local key, ",
+            $names,
+            "\n",
+            include_str!("lua/late.lua"),
+            include_str!(concat!("lua/", $file)),
+            $(include_str!(concat!("lua/", $end)),)?
         )
     };
 }
@@ -102,16 +145,21 @@ end
     };
 }
 
-/// The entry point of a usage script (see `lua/usage_prologue.lua`): the
-/// time, the deadline, the operation and up to five of the algorithm's
-/// numbers, packed (or as text from tools); six doubles back.
+/// The entry point of a usage script (see `lua/usage_prologue.lua`), as
+/// [`entry`]'s: the time, the deadline, the operation and the algorithm's
+/// numbers, `$count` in all, packed as `$format` (or as text from tools);
+/// six doubles back.
 macro_rules! usage_entry {
-    ($function:literal, $args:literal) => {
+    ($function:literal, $format:literal, $count:literal, $args:literal) => {
         concat!(
             "
 local time, deadline, op, a1, a2, a3, a4, a5, a6
-if #ARGV[1] % 8 == 0 and #ARGV == 1 then
-  time, deadline, op, a1, a2, a3, a4, a5, a6 = struct.unpack('<' .. string.rep('d', #ARGV[1] / 8), ARGV[1])
+if #ARGV[1] == 8 * ",
+            $count,
+            " then
+  time, deadline, op, a1, a2, a3, a4, a5, a6 = struct.unpack('<",
+            $format,
+            "', ARGV[1])
 else
   time, deadline, op, a1, a2, a3, a4, a5, a6 = tonumber(ARGV[1]), tonumber(ARGV[2]),
     tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]),
@@ -129,35 +177,77 @@ end
     };
 }
 
-/// A usage script: the prologues, the algorithm's usage file, its entry.
+/// A usage script: the prologues, the files it needs, its entry.
 macro_rules! usage_script {
-    ($($file:literal),+ ; $function:literal, $args:literal) => {
+    ($($file:literal),+ ; $entry:expr) => {
         concat!(
             include_str!("lua/prologue.lua"),
             include_str!("lua/usage_prologue.lua"),
             $(include_str!(concat!("lua/", $file)),)+
-            usage_entry!($function, $args)
+            $entry
         )
     };
 }
 
-pub(crate) const FIXED_WINDOW_USAGE: &str = usage_script!("usage_ops.lua", "fixed_window_usage.lua"; "fixed_window_usage", "a1, a2, a3, a4, a5, a6");
-pub(crate) const SLIDING_WINDOW_USAGE: &str =
-    usage_script!("sliding_window_usage.lua"; "sliding_window_usage", "a1, a2, a3");
-pub(crate) const SLIDING_LOG_USAGE: &str = usage_script!("decimal.lua", "usage_ops.lua", "sliding_log_usage.lua"; "sliding_log_usage", "a1, a2, a3");
-pub(crate) const TOKEN_BUCKET_USAGE: &str = usage_script!("usage_ops.lua", "token_bucket_usage.lua"; "token_bucket_usage", "a1, a2, a3, a4");
+// The fixed window's change of count comes as text too, last (see the
+// script), as its check's cost does.
+pub(crate) const FIXED_WINDOW_USAGE: &str = usage_script!("fixed_window_usage.lua";
+    usage_entry!("fixed_window_usage", "dddddd", "6", "a1, a2, a3, ARGV[#ARGV]"));
+pub(crate) const FIXED_WINDOW_CALENDAR_USAGE: &str = usage_script!("fixed_window_usage.lua";
+    usage_entry!("fixed_window_usage", "ddddddddd", "9", "a1, a2, a3, ARGV[#ARGV], a4, a5, a6"));
+pub(crate) const SLIDING_WINDOW_USAGE: &str = usage_script!("sliding_window_usage.lua";
+    usage_entry!("sliding_window_usage", "dddddd", "6", "a1, a2, a3"));
+pub(crate) const SLIDING_LOG_USAGE: &str = usage_script!("decimal.lua", "count_op.lua", "sliding_log_usage.lua";
+    usage_entry!("sliding_log_usage", "dddddd", "6", "a1, a2, a3"));
+pub(crate) const TOKEN_BUCKET_USAGE: &str = usage_script!("debt_op.lua", "token_bucket_usage.lua";
+    usage_entry!("token_bucket_usage", "dddddddd", "8", "a1, a2, a3, a4"));
 // GCRA's numbers end with its max_wait, 0; the leaky bucket's with the
 // cost, after which the caller puts 1: the shaper, whose admissions wait
 // their backlog.
-pub(crate) const TAT_USAGE: &str =
-    usage_script!("usage_ops.lua", "tat_usage.lua"; "tat_usage", "a1, a2, a3, a4, a5");
-pub(crate) const BUCKET_EXPIRY_USAGE: &str = concat!(
-    include_str!("lua/prologue.lua"),
-    include_str!("lua/bucket_expiry_usage.lua")
+pub(crate) const TAT_USAGE: &str = usage_script!("debt_op.lua", "tat_usage.lua";
+    usage_entry!("tat_usage", "dddddddd", "8", "a1, a2, a3, a4, a5"));
+pub(crate) const BUCKET_EXPIRY_CHARGE: &str = bucket_expiry_usage!(
+    "need, room, deadline = KEYS[1], ARGV[1], ARGV[2], ARGV[3]",
+    "bucket_expiry_charge.lua",
+    "bucket_expiry_add.lua"
 );
+pub(crate) const BUCKET_EXPIRY_REFUND: &str = bucket_expiry_usage!(
+    "need, deadline = KEYS[1], ARGV[1], ARGV[2]",
+    "bucket_expiry_refund.lua"
+);
+pub(crate) const BUCKET_EXPIRY_AT_MOST: &str = bucket_expiry_usage!(
+    "need, room, deadline = KEYS[1], ARGV[1], ARGV[2], ARGV[4]",
+    "bucket_expiry_at_most.lua",
+    "bucket_expiry_add.lua"
+);
+// Charge, check_at_most and refund on the server-clock window, each in
+// the form of a check (see fixed_window_server.lua): the general one and
+// the one for a cost of 1.
+pub(crate) const FIXED_WINDOW_SERVER_CHARGE: &str = concat!(
+    include_str!("lua/prologue.lua"),
+    fixed_window_server!("ARGV[1]", "fixed_window_server_charge.lua")
+);
+pub(crate) const FIXED_WINDOW_SERVER_CHARGE_ONE: &str = concat!(
+    include_str!("lua/prologue.lua"),
+    fixed_window_server!("'16'", "fixed_window_server_charge.lua")
+);
+pub(crate) const FIXED_WINDOW_SERVER_AT_MOST: &str = concat!(
+    include_str!("lua/prologue.lua"),
+    fixed_window_server!("ARGV[1]", "fixed_window_server_at_most.lua")
+);
+pub(crate) const FIXED_WINDOW_SERVER_AT_MOST_ONE: &str = concat!(
+    include_str!("lua/prologue.lua"),
+    fixed_window_server!("'16'", "fixed_window_server_at_most.lua")
+);
+pub(crate) const FIXED_WINDOW_SERVER_REFUND: &str =
+    fixed_window_server_refund!("ARGV[1]", "ARGV[2]", "ARGV[3]");
+pub(crate) const FIXED_WINDOW_SERVER_REFUND_ONE: &str =
+    fixed_window_server_refund!("'16'", "ARGV[1]", "nil");
+// Usage on the server-clock window whose cost·16 could pass 2^53: reads
+// the state, `TIME`, and writes.
 pub(crate) const FIXED_WINDOW_SERVER_USAGE: &str = concat!(
     include_str!("lua/prologue.lua"),
-    include_str!("lua/usage_ops.lua"),
+    include_str!("lua/count_op.lua"),
     include_str!("lua/fixed_window_server_usage.lua")
 );
 
@@ -187,6 +277,7 @@ pub(crate) const FIXED_WINDOW_SERVER_GROUP: &str = concat!(
     include_str!("lua/prologue.lua"),
     "local none = {}\nlocal function window(key, cost)\nlocal ARGV = none\n",
     include_str!("lua/fixed_window_server.lua"),
+    include_str!("lua/fixed_window_server_check.lua"),
     "end\n",
     include_str!("lua/fixed_window_server_group.lua")
 );

@@ -2,9 +2,10 @@
 //! policy's form keeps (`lua/*_usage.lua`), each with the contract of
 //! `lua/usage_prologue.lua`.
 
+use std::sync::atomic::Ordering;
+
 use super::RedisStore;
 use super::algorithm;
-use super::bucket_expiry::usage_op;
 use super::form::Form;
 use super::pack::{Arg, pack};
 use super::reply::decision;
@@ -26,12 +27,21 @@ impl RedisStore {
         let scripts = &self.inner.scripts;
         match form {
             Form::BucketExpiry(b) => {
-                let args = b.usage_args(op, cost, self.server_deadline());
-                let script = &scripts.bucket_expiry_usage;
+                let (script, args) = b.usage_call(scripts, op, cost, self.server_deadline());
                 let reply = self.run_integer(script, &redis_key, &args).await?;
                 b.usage_decision(policy.algorithm(), reply, op, cost)
             }
-            Form::Window(_) => {
+            Form::Window(w) => {
+                let sent = self.server_now();
+                // As `server_deadline`, from the clock already read.
+                let deadline = self.inner.deadline.map_or(0, |d| sent + d);
+                if let Some((script, args, passed)) = w.usage_call(scripts, op, cost, deadline) {
+                    let reply = self.run_window(script, &redis_key, &args).await?;
+                    let error = self.inner.offset_error.load(Ordering::Relaxed);
+                    let (earliest, latest) =
+                        (sent.saturating_sub(error), self.server_now() + error);
+                    return w.usage_decision(op, passed, reply, earliest, latest);
+                }
                 let (op, cost, deadline) = (
                     usage_op(op).to_string(),
                     cost.to_string(),
@@ -56,7 +66,17 @@ impl RedisStore {
                     // tat_usage.lua's `shaper` (see scripts.rs).
                     numbers.push(1.0);
                 }
-                let args = [Arg::Bin(pack(&numbers))];
+                let packed = pack(&numbers);
+                // The fixed window's change of count, as text (see its
+                // script).
+                let change = match op {
+                    Usage::Refund => format!("-{cost}"),
+                    _ => cost.to_string(),
+                };
+                let mut args = vec![Arg::Bin(packed)];
+                if let Algorithm::FixedWindow(_) = algorithm {
+                    args.push(Arg::Str(&change));
+                }
                 let script = usage_script(scripts, algorithm);
                 let reply = self.run(script, &[&redis_key], &args).await?;
                 decision(policy, &reply)
@@ -68,6 +88,7 @@ impl RedisStore {
 /// The usage script of an algorithm's own script form.
 fn usage_script<'s>(scripts: &'s Scripts, algorithm: &Algorithm) -> &'s Script {
     match algorithm {
+        Algorithm::FixedWindow(a) if a.calendar().is_some() => &scripts.fixed_window_calendar_usage,
         Algorithm::FixedWindow(_) => &scripts.fixed_window_usage,
         Algorithm::SlidingWindow(_) => &scripts.sliding_window_usage,
         Algorithm::SlidingLog(_) => &scripts.sliding_log_usage,
@@ -76,5 +97,15 @@ fn usage_script<'s>(scripts: &'s Scripts, algorithm: &Algorithm) -> &'s Script {
         Algorithm::Gcra(_) | Algorithm::LeakyBucket(_) | Algorithm::Concurrency(_) => {
             &scripts.tat_usage
         }
+    }
+}
+
+/// The operation as the usage scripts name it: 1 charge, 2 refund, 3
+/// check_at_most.
+fn usage_op(op: Usage) -> u64 {
+    match op {
+        Usage::Charge => 1,
+        Usage::Refund => 2,
+        _ => 3,
     }
 }

@@ -16,8 +16,10 @@
 -- KEYS[1]  the state: its expiry is the TAT in Unix ms; its value is empty.
 --          No key is a TAT in the past (b = 0).
 -- Entry    scripts.rs puts one line before this body: `local key, need,
---          room = KEYS[1], ARGV[1], ARGV[2]`. The batch wraps the same body
---          in a function of its own KEYS and ARGV.
+--          room = KEYS[1], ARGV[1], ARGV[2]`, and bucket_expiry_add.lua
+--          after it (the admission's write, which the usage scripts share).
+--          The batch wraps the same body in a function of its own KEYS and
+--          ARGV.
 -- ARGV     as text: [1] need, the cost times the interval, in ms (0
 --          peeks); [2] room, the most backlog that admits: capacity +
 --          max_wait - need, in ms (capacity = burst or capacity times the
@@ -63,11 +65,6 @@ end
 if b - room > 0 then
   return -1 - b
 end
-if need ~= '0' and not ARGV[4] then
-  if b > 0 then
-    redis.call('PEXPIREAT', key, string.format('%d', redis.call('PEXPIRETIME', key) + need))
-  else
-    redis.call('SET', key, '', 'PX', need)
-  end
+if need == '0' or ARGV[4] then
+  return b
 end
-return b

@@ -51,7 +51,13 @@
 --          2^53 because the limit is below 2^49.
 -- Form     this file is the script's body, not a function: a function
 --          would cost the hot path a closure on every call. The batch wraps
---          it in one (see scripts.rs), passing its own KEYS and ARGV.
+--          it in one (see scripts.rs), passing its own KEYS and ARGV. It
+--          stops after the DECRBY (and the start of a new window), with
+--          `v` the value that left: the check ends with
+--          fixed_window_server_check.lua, and charge and check_at_most
+--          with their own endings (fixed_window_server_charge.lua,
+--          fixed_window_server_at_most.lua), so that a usage call costs
+--          what a check does.
 --          Client time cannot use this form (the key's expiry runs on the
 --          server's clock); it has fixed_window.lua, under another key.
 
@@ -106,11 +112,3 @@ if tag == 0 or tag > 4 then
     redis.call('PEXPIREAT', key, string.format('%d', last))
   end
 end
-if v < 0 then
-  v = redis.call('INCRBY', key, cost)
-  if v < 0 then
-    return {v}
-  end
-  return -1 - v
-end
-return v
