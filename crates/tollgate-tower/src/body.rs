@@ -99,6 +99,11 @@ where
         let (frame, ended) = match this.kind.project() {
             KindProj::Inner { mut body } => {
                 let frame = ready!(body.as_mut().poll_frame(cx));
+                if let (Some(Ok(frame)), Some(settlement)) = (&frame, this.settlement.as_mut())
+                    && let Some(trailers) = frame.trailers_ref()
+                {
+                    settlement.trailers(trailers);
+                }
                 // A body that knows it has sent its last frame may not be
                 // polled again: end there rather than when it is dropped.
                 let ended = !matches!(frame, Some(Ok(_))) || body.is_end_stream();

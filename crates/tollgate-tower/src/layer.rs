@@ -195,9 +195,12 @@ impl RateLimitLayerBuilder {
     /// Also reads a response's usage from this header (a whole number of
     /// units, digits only), when the response carries no
     /// [`Usage`](crate::Usage) extension: for an inner service that cannot
-    /// reach the extensions (a proxied upstream). A value that is not a
-    /// whole number is logged at `warn` and the estimate stands. The header
-    /// is left on the response.
+    /// reach the extensions (a proxied upstream). The header is read in the
+    /// response's head and in its body's trailers, where a streamed answer
+    /// can report its usage at its end; a trailer overrides what the head
+    /// said. A value that is not a whole number is logged at `warn`, and
+    /// what was known before (the estimate, if nothing else) stands. The
+    /// header is left on the response.
     pub fn usage_header(mut self, name: HeaderName) -> Self {
         self.usage_header = Some(name);
         self

@@ -7,7 +7,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use http::Response;
+use http::{HeaderMap, Response};
 use tollgate::{Policy, Store};
 
 use crate::Key;
@@ -51,17 +51,18 @@ impl Unsettled {
         }
     }
 
-    /// What is left to settle once `response` has said what the request
-    /// used (or, saying nothing, that its estimate stands): nothing when
-    /// every limit already holds that.
+    /// What is left to settle once `response`'s head has said what the
+    /// request used (or, saying nothing, that its estimate stands): nothing
+    /// when every limit already holds that and no trailer can say otherwise
+    /// (no usage header is configured).
     pub(crate) fn settlement<B>(self, response: &Response<B>) -> Option<Settlement> {
         let actual = self.source.read(response).unwrap_or(self.estimate);
-        let mut charged = self.charged;
-        charged.retain(|c| c.units != actual);
-        (!charged.is_empty()).then(|| Settlement {
+        let settled = self.charged.iter().all(|c| c.units == actual);
+        (!settled || self.source.has_header()).then(|| Settlement {
             store: self.store,
+            source: self.source,
             actual,
-            charged,
+            charged: self.charged,
         })
     }
 }
@@ -77,8 +78,20 @@ impl Unsettled {
 /// what its check took.
 pub(crate) struct Settlement {
     store: Arc<dyn Store>,
+    /// For the usage header in trailers.
+    source: UsageSource,
     actual: u64,
     charged: Vec<Charged>,
+}
+
+impl Settlement {
+    /// Takes the usage from the body's trailers, when they carry the usage
+    /// header: a streamed answer knows its usage only at its end.
+    pub(crate) fn trailers(&mut self, trailers: &HeaderMap) {
+        if let Some(units) = self.source.read_header(trailers) {
+            self.actual = units;
+        }
+    }
 }
 
 impl fmt::Debug for Settlement {
@@ -92,9 +105,13 @@ impl fmt::Debug for Settlement {
 
 impl Drop for Settlement {
     fn drop(&mut self) {
-        let store = self.store.clone();
-        let charged = std::mem::take(&mut self.charged);
         let actual = self.actual;
+        let mut charged = std::mem::take(&mut self.charged);
+        charged.retain(|c| c.units != actual);
+        if charged.is_empty() {
+            return;
+        }
+        let store = self.store.clone();
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
                 runtime.spawn(async move { settle(&*store, &charged, actual).await });

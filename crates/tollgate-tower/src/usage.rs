@@ -2,7 +2,7 @@
 //! the response's extensions, or a response header the layer is told to
 //! read.
 
-use http::{HeaderName, Response};
+use http::{HeaderMap, HeaderName, Response};
 
 /// The units a request really used (tokens, bytes, rows), reported by the
 /// inner service in its response's extensions for a layer that limits by
@@ -26,7 +26,8 @@ use http::{HeaderName, Response};
 pub struct Usage(pub u64);
 
 /// Where a layer reads a response's usage: [`Usage`] in its extensions
-/// first, then, when configured, a header holding a whole number.
+/// first, then, when configured, a header holding a whole number, in the
+/// response's head or in its body's trailers.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct UsageSource {
     header: Option<HeaderName>,
@@ -37,15 +38,26 @@ impl UsageSource {
         UsageSource { header }
     }
 
-    /// The usage the response reports, if any. A header whose value is not
-    /// a whole number (digits only, below 2^64) is no report: it is logged
-    /// at `warn`, and the request's estimate stands.
+    /// Whether a header is configured (trailers may then report usage).
+    pub(crate) fn has_header(&self) -> bool {
+        self.header.is_some()
+    }
+
+    /// The usage the response's head reports, if any.
     pub(crate) fn read<B>(&self, response: &Response<B>) -> Option<u64> {
         if let Some(Usage(units)) = response.extensions().get::<Usage>() {
             return Some(*units);
         }
+        self.read_header(response.headers())
+    }
+
+    /// The usage header's value among `headers` (a response's, or its
+    /// trailers). A value that is not a whole number (digits only, below
+    /// 2^64) is no report: it is logged at `warn`, and what was known
+    /// before stands.
+    pub(crate) fn read_header(&self, headers: &HeaderMap) -> Option<u64> {
         let name = self.header.as_ref()?;
-        let value = response.headers().get(name)?;
+        let value = headers.get(name)?;
         let parsed = std::str::from_utf8(value.as_bytes())
             .ok()
             .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
@@ -54,7 +66,7 @@ impl UsageSource {
             tracing::warn!(
                 header = %name,
                 value = %String::from_utf8_lossy(value.as_bytes()),
-                "the usage header is not a whole number of units; the request's estimate stands"
+                "the usage header is not a whole number of units; the usage known before it (the estimate, if nothing else) stands"
             );
         }
         parsed
@@ -81,6 +93,17 @@ mod tests {
         r.extensions_mut().insert(Usage(3));
         assert_eq!(source.read(&r), Some(3));
         assert_eq!(UsageSource::default().read(&response(Some("7"))), None);
+    }
+
+    #[test]
+    fn reads_trailers_only_with_a_header_configured() {
+        let mut trailers = HeaderMap::new();
+        trailers.insert("x-usage", "12".parse().unwrap());
+        let source = UsageSource::with_header(Some(HeaderName::from_static("x-usage")));
+        assert!(source.has_header());
+        assert_eq!(source.read_header(&trailers), Some(12));
+        assert!(!UsageSource::default().has_header());
+        assert_eq!(UsageSource::default().read_header(&trailers), None);
     }
 
     #[test]

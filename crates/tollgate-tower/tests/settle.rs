@@ -30,9 +30,9 @@ use tower::{Layer, ServiceExt, service_fn};
 
 const X_USAGE: HeaderName = HeaderName::from_static("x-usage");
 
-/// A response body sent chunk by chunk through a channel; it ends when
+/// A response body sent frame by frame through a channel; it ends when
 /// the sender is dropped.
-struct Chunks(mpsc::UnboundedReceiver<&'static str>);
+struct Chunks(mpsc::UnboundedReceiver<Frame<Bytes>>);
 
 impl Body for Chunks {
     type Data = Bytes;
@@ -42,16 +42,24 @@ impl Body for Chunks {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        self.0
-            .poll_recv(cx)
-            .map(|chunk| chunk.map(|c| Ok(Frame::data(Bytes::from_static(c.as_bytes())))))
+        self.0.poll_recv(cx).map(|frame| frame.map(Ok))
     }
+}
+
+fn data(text: &'static str) -> Frame<Bytes> {
+    Frame::data(Bytes::from_static(text.as_bytes()))
+}
+
+fn trailers(usage: &'static str) -> Frame<Bytes> {
+    let mut trailers = http::HeaderMap::new();
+    trailers.insert(X_USAGE, usage.parse().unwrap());
+    Frame::trailers(trailers)
 }
 
 /// A body of one chunk, already ended.
 fn whole(text: &'static str) -> Chunks {
     let (tx, rx) = mpsc::unbounded_channel();
-    tx.send(text).unwrap();
+    tx.send(data(text)).unwrap();
     Chunks(rx)
 }
 
@@ -198,30 +206,31 @@ async fn an_under_estimate_goes_into_debt(store: Arc<dyn Store>) {
     assert_eq!(remaining(&*store, &policy, b"global").await, 10);
 }
 
+type Streamed = tower::util::BoxService<
+    Request<()>,
+    Response<tollgate_tower::ResponseBody<Chunks>>,
+    Infallible,
+>;
+
 /// A service answering one request with a body streamed through the
-/// returned sender, reporting `units`.
+/// returned sender, reporting `units` in its head, if any.
 fn streaming(
     layer: &RateLimitLayer,
-    units: u64,
-) -> (
-    impl tower::Service<
-        Request<()>,
-        Response = Response<tollgate_tower::ResponseBody<Chunks>>,
-        Error = Infallible,
-    >,
-    mpsc::UnboundedSender<&'static str>,
-) {
+    units: Option<u64>,
+) -> (Streamed, mpsc::UnboundedSender<Frame<Bytes>>) {
     let (tx, rx) = mpsc::unbounded_channel();
     let body = Arc::new(std::sync::Mutex::new(Some(Chunks(rx))));
     let service = layer.layer(service_fn(move |_: Request<()>| {
         let body = body.lock().unwrap().take().expect("one request");
         async move {
             let mut response = Response::new(body);
-            response.extensions_mut().insert(Usage(units));
+            if let Some(units) = units {
+                response.extensions_mut().insert(Usage(units));
+            }
             Ok::<_, Infallible>(response)
         }
     }));
-    (service, tx)
+    (Streamed::new(service), tx)
 }
 
 /// A streamed body settles when its last frame has been read, not when
@@ -229,13 +238,13 @@ fn streaming(
 async fn a_streamed_body_settles_at_its_end(store: Arc<dyn Store>) {
     let policy = tokens();
     let layer = usage_layer(store.clone(), policy.clone());
-    let (service, tx) = streaming(&layer, 30);
+    let (service, tx) = streaming(&layer, Some(30));
     let mut body = service.oneshot(request(200)).await.unwrap().into_body();
-    tx.send("one ").unwrap();
+    tx.send(data("one ")).unwrap();
     assert!(body.frame().await.unwrap().unwrap().is_data());
     quiet().await;
     assert_eq!(remaining(&*store, &policy, b"global").await, 800);
-    tx.send("two").unwrap();
+    tx.send(data("two")).unwrap();
     assert!(body.frame().await.unwrap().unwrap().is_data());
     drop(tx);
     assert!(body.frame().await.is_none());
@@ -249,15 +258,38 @@ async fn a_streamed_body_settles_at_its_end(store: Arc<dyn Store>) {
 async fn a_body_dropped_early_settles(store: Arc<dyn Store>) {
     let policy = tokens();
     let layer = usage_layer(store.clone(), policy.clone());
-    let (service, tx) = streaming(&layer, 650);
+    let (service, tx) = streaming(&layer, Some(650));
     let mut body = service.oneshot(request(200)).await.unwrap().into_body();
-    tx.send("partial").unwrap();
+    tx.send(data("partial")).unwrap();
     assert!(body.frame().await.unwrap().unwrap().is_data());
     quiet().await;
     assert_eq!(remaining(&*store, &policy, b"global").await, 800);
     drop(body);
     assert_eq!(settled(&*store, &policy, b"global", 350).await, 350);
     drop(tx);
+}
+
+/// A streamed answer that knows its usage only at its end reports it in a
+/// trailer: a bad one is ignored, the last good one counts.
+async fn usage_in_a_trailer(store: Arc<dyn Store>) {
+    let policy = tokens();
+    let layer = usage_layer(store.clone(), policy.clone());
+    let (service, tx) = streaming(&layer, None);
+    let mut body = service.oneshot(request(200)).await.unwrap().into_body();
+    tx.send(data("streamed")).unwrap();
+    tx.send(trailers("lots")).unwrap();
+    tx.send(trailers("420")).unwrap();
+    drop(tx);
+    while body.frame().await.is_some() {}
+    assert_eq!(settled(&*store, &policy, b"global", 580).await, 580);
+    // With a bad trailer only, the estimate stands.
+    let (service, tx) = streaming(&layer, None);
+    let body = service.oneshot(request(200)).await.unwrap().into_body();
+    tx.send(trailers("4e2")).unwrap();
+    drop(tx);
+    body.collect().await.unwrap();
+    quiet().await;
+    assert_eq!(remaining(&*store, &policy, b"global").await, 380);
 }
 
 /// Two usage limits, checked as one atomic batch and each settled.
@@ -320,6 +352,7 @@ on_every_store!(
     an_under_estimate_goes_into_debt,
     a_streamed_body_settles_at_its_end,
     a_body_dropped_early_settles,
+    usage_in_a_trailer,
     several_limits_settle_together,
 );
 
