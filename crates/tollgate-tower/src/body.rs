@@ -20,8 +20,9 @@ pin_project! {
     /// to its end, fails, or is dropped — so a streamed download counts as
     /// in flight until its last byte, not until its headers. At the same
     /// moment, once, the request's usage limits are settled with the
-    /// [`Usage`](crate::Usage) its response reported (a task spawned on the
-    /// tokio runtime).
+    /// [`Usage`](crate::Usage) its response reported (at once with a store
+    /// that answers without waiting, else in a task spawned on the tokio
+    /// runtime).
     pub struct ResponseBody<B> {
         #[pin]
         kind: Kind<B>,

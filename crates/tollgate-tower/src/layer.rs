@@ -158,8 +158,10 @@ impl RateLimitLayerBuilder {
     /// The estimate is checked as at least 1 (a request needs something
     /// left) and at most the policy's limit (a larger one could never pass:
     /// it waits for a fresh key, and its settle charges the rest into
-    /// debt). Settles are [`Store::settle`] calls in a task spawned on the
-    /// tokio runtime; one that fails is logged at `warn` and counted in
+    /// debt). Settles are [`Store::settle`] calls, made where the body
+    /// ends when the store answers without waiting (the memory store), or
+    /// else in a task spawned on the tokio runtime; one that fails is
+    /// logged at `warn` and counted in
     /// `tollgate_settle_failures_total`, and the key keeps what its check
     /// took. Any rate algorithm can be a usage limit; a concurrency policy
     /// cannot.

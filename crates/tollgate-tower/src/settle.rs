@@ -6,8 +6,10 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::task::{Context, Waker};
 
 use http::{HeaderMap, Response};
+use tollgate::store::BoxFuture;
 use tollgate::{Policy, Store};
 
 use crate::Key;
@@ -71,11 +73,13 @@ impl Unsettled {
 /// yet. Dropping it settles: the response body drops it when it ends,
 /// fails, or is itself dropped, so each request settles once.
 ///
-/// Settling is a store call, so it runs as a task spawned on the tokio
-/// runtime of the thread that drops the settlement. A settle that cannot
-/// be made (the store fails, or there is no runtime) is logged at `warn`
-/// and counted in `tollgate_settle_failures_total`; the key then keeps
-/// what its check took.
+/// Settling is a store call: it is polled once where the settlement is
+/// dropped, which is all a store answering without waiting (the memory
+/// store) needs, and otherwise goes on as a task spawned on the tokio
+/// runtime of that thread. A settle that cannot be made (the store fails,
+/// or there is no runtime) is logged at `warn` and counted in
+/// `tollgate_settle_failures_total`; the key then keeps what its check
+/// took.
 pub(crate) struct Settlement {
     store: Arc<dyn Store>,
     /// For the usage header in trailers.
@@ -111,16 +115,22 @@ impl Drop for Settlement {
         if charged.is_empty() {
             return;
         }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            for c in &charged {
+                failed(c, actual, &"no tokio runtime to run the settle on");
+            }
+            return;
+        };
         let store = self.store.clone();
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move { settle(&*store, &charged, actual).await });
-            }
-            Err(_) => {
-                for c in &charged {
-                    failed(c, actual, &"no tokio runtime to run the settle on");
-                }
-            }
+        let mut settling: BoxFuture<'static, ()> =
+            Box::pin(async move { settle(&*store, &charged, actual).await });
+        // A store that answers without waiting (the memory store) settles
+        // here and now; one that waits (Redis) goes on in a task, which
+        // polls the future again with its own waker. Polling a future with
+        // one waker and then another is what the `Future` contract allows.
+        let mut cx = Context::from_waker(Waker::noop());
+        if settling.as_mut().poll(&mut cx).is_pending() {
+            runtime.spawn(settling);
         }
     }
 }
