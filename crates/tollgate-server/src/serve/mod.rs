@@ -105,6 +105,26 @@ fn load(args: &ServeArgs) -> Result<(Config, Option<PathBuf>), Vec<config::Confi
     }
 }
 
+/// `--redis` splits its values at commas (for a cluster's seeds), which
+/// also cuts a `redis+sentinel://h1,h2/master` URL into pieces: those
+/// without a scheme of their own are put back onto the sentinel URL they
+/// came from.
+fn whole_urls(urls: Vec<String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::with_capacity(urls.len());
+    for url in urls {
+        match out.last_mut() {
+            Some(last)
+                if !url.contains("://") && last.to_ascii_lowercase().contains("+sentinel://") =>
+            {
+                last.push(',');
+                last.push_str(&url);
+            }
+            _ => out.push(url),
+        }
+    }
+    out
+}
+
 /// Runs the service until SIGTERM or SIGINT; exit code 0, or 2 when the
 /// configuration is wrong, 1 when the service cannot start.
 pub(crate) fn run(args: ServeArgs) -> i32 {
@@ -119,7 +139,7 @@ pub(crate) fn run(args: ServeArgs) -> i32 {
             envoy_config: args.envoy_config,
             listen: args.listen,
             grpc_listen: args.grpc_listen,
-            redis: args.redis,
+            redis: whole_urls(args.redis),
         });
     }
     let (mut config, path) = match load(&args) {
@@ -132,7 +152,7 @@ pub(crate) fn run(args: ServeArgs) -> i32 {
         }
     };
     let overrides = Overrides {
-        redis: args.redis.clone(),
+        redis: whole_urls(args.redis.clone()),
         redis_sentinel: args.redis_sentinel.clone(),
         redis_master_name: args.redis_master_name.clone(),
         require_redis: args.require_redis,
@@ -347,5 +367,27 @@ fn register_metrics(backend: &crate::store::Backend) {
     if let Some(state) = backend.breaker() {
         let open = state == tollgate::store::resilient::BreakerState::Open;
         metrics::gauge!(m::BREAKER_STATE).set(if open { 1.0 } else { 0.0 });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_sentinel_url_cut_at_its_commas_is_made_whole() {
+        let cut = [
+            "redis+sentinel://:pw@h1:26379",
+            "h2:26379",
+            "h3/mymaster",
+            "redis://other:6379",
+        ];
+        assert_eq!(
+            super::whole_urls(cut.map(String::from).to_vec()),
+            [
+                "redis+sentinel://:pw@h1:26379,h2:26379,h3/mymaster",
+                "redis://other:6379"
+            ]
+        );
+        let seeds = ["redis://a:1", "redis://b:2"].map(String::from).to_vec();
+        assert_eq!(super::whole_urls(seeds.clone()), seeds);
     }
 }
