@@ -92,10 +92,13 @@ impl Policy {
     /// Opts the policy in to leases (or out, with `false`): a
     /// [`LeasingStore`](crate::store::leasing::LeasingStore) then takes its
     /// capacity from the store in batches and answers from them locally
-    /// (`source: lease`), for a fixed or sliding window, whose leases are
-    /// spent only within the window they were taken in, so that nothing is
-    /// ever admitted that the store did not count. Other algorithms answer
-    /// `unsupported`, naming `lease`.
+    /// (`source: lease`), for a fixed or sliding window (a batch is spent
+    /// only within the window it was taken in, so a window never admits more
+    /// than its limit) or a token bucket or GCRA (a batch is spent within one
+    /// lease interval of being taken, so any span `T` admits at most
+    /// `burst + rate·(T + interval)`; see the module for why not
+    /// `burst + rate·T`). Other algorithms answer `unsupported`, naming
+    /// `lease`.
     ///
     /// ```
     /// use std::time::Duration;
@@ -103,6 +106,8 @@ impl Policy {
     ///
     /// let partner = Policy::fixed_window("partner", 10_000, Duration::from_secs(1))?.with_lease(true)?;
     /// assert!(partner.leased());
+    /// let api = Policy::gcra("api", 10_000, Duration::from_secs(1), 1_000)?.with_lease(true)?;
+    /// assert!(api.leased());
     /// assert!(Policy::sliding_log("log", 10, Duration::from_secs(1))?.with_lease(true).is_err());
     /// # Ok::<(), tollgate::Error>(())
     /// ```
@@ -110,13 +115,16 @@ impl Policy {
         if lease
             && !matches!(
                 self.algorithm,
-                Algorithm::FixedWindow(_) | Algorithm::SlidingWindow(_)
+                Algorithm::FixedWindow(_)
+                    | Algorithm::SlidingWindow(_)
+                    | Algorithm::TokenBucket(_)
+                    | Algorithm::Gcra(_)
             )
         {
             return Err(Error::policy(
                 "lease",
                 format!(
-                    "leases are for fixed_window and sliding_window policies, not {}",
+                    "leases are for fixed_window, sliding_window, token_bucket and gcra policies, not {}",
                     self.algorithm.name()
                 ),
             ));

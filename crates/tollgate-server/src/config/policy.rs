@@ -60,22 +60,24 @@ pub(super) fn build(raw: &RawPolicy) -> Result<Policy, FieldError> {
             Policy::sliding_log(name, count(raw, "limit")?, duration(raw, "window")?),
         ),
         "token_bucket" => (
-            &["rate", "per", "burst"],
+            &["rate", "per", "burst", "lease"],
             Policy::token_bucket(
                 name,
                 count(raw, "rate")?,
                 duration(raw, "per")?,
                 count(raw, "burst")?,
-            ),
+            )
+            .and_then(|p| p.with_lease(leased(raw)?)),
         ),
         "gcra" => (
-            &["rate", "per", "burst"],
+            &["rate", "per", "burst", "lease"],
             Policy::gcra(
                 name,
                 count(raw, "rate")?,
                 duration(raw, "per")?,
                 count(raw, "burst")?,
-            ),
+            )
+            .and_then(|p| p.with_lease(leased(raw)?)),
         ),
         "leaky_bucket" => (
             &["rate", "per", "capacity"],
@@ -194,7 +196,7 @@ fn count(raw: &RawPolicy, field: &'static str) -> Result<u64, FieldError> {
         })
 }
 
-/// A window's `lease`: "auto" answers it from leases (see
+/// A window's or a bucket's `lease`: "auto" answers it from leases (see
 /// `tollgate::store::leasing`), "off" or no field does not.
 fn leased(raw: &RawPolicy) -> Result<bool, tollgate::Error> {
     match raw.lease.as_ref().map(|l| l.get_ref().as_str()) {
@@ -202,7 +204,7 @@ fn leased(raw: &RawPolicy) -> Result<bool, tollgate::Error> {
         Some("auto") => Ok(true),
         Some(other) => Err(tollgate::Error::InvalidPolicy {
             field: "lease",
-            reason: format!("a window's `lease` is \"auto\" or \"off\", got {other:?}"),
+            reason: format!("`lease` is \"auto\" or \"off\", got {other:?}"),
         }),
     }
 }

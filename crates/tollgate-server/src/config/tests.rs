@@ -46,7 +46,7 @@ lease = "30s"
 }
 
 #[test]
-fn a_window_opts_in_to_leases_and_other_values_are_named() {
+fn windows_and_buckets_opt_in_to_leases_and_other_values_are_named() {
     let window = |algorithm: &str, lease: &str| {
         format!(
             "[[policy]]\nname = \"a\"\nalgorithm = \"{algorithm}\"\nlimit = 10\nwindow = \"1s\"\nlease = \"{lease}\"\n"
@@ -65,6 +65,26 @@ fn a_window_opts_in_to_leases_and_other_values_are_named() {
     }
     let e = parse("l.toml", &window("sliding_log", "auto")).unwrap_err();
     assert!(e[0].to_string().contains("lease"), "{}", e[0]);
+    // Buckets too.
+    let bucket = |algorithm: &str, lease: &str| {
+        format!(
+            "[[policy]]\nname = \"a\"\nalgorithm = \"{algorithm}\"\nrate = 10\nper = \"1s\"\nburst = 5\nlease = \"{lease}\"\n"
+        )
+    };
+    for algorithm in ["token_bucket", "gcra"] {
+        let set = parse("l.toml", &bucket(algorithm, "auto"))
+            .unwrap()
+            .policies;
+        assert!(set.get("a").unwrap().leased());
+        let set = parse("l.toml", &bucket(algorithm, "off")).unwrap().policies;
+        assert!(!set.get("a").unwrap().leased());
+        let e = parse("l.toml", &bucket(algorithm, "always")).unwrap_err();
+        assert_eq!(e[0].line, 7, "{}", e[0]);
+        assert!(e[0].to_string().contains("\"always\""), "{}", e[0]);
+    }
+    let leaky = "[[policy]]\nname = \"a\"\nalgorithm = \"leaky_bucket\"\nrate = 10\nper = \"1s\"\ncapacity = 5\nlease = \"auto\"\n";
+    let e = parse("l.toml", leaky).unwrap_err();
+    assert!(e[0].to_string().contains("`lease`"), "{}", e[0]);
 }
 
 #[test]

@@ -176,6 +176,21 @@ impl RedisServer {
             .is_ok_and(|r| r == Reply::Status("PONG".into()))
     }
 
+    /// How many times the server has run `command` (lower case, e.g.
+    /// `evalsha`), from `INFO commandstats`; 0 before the first.
+    ///
+    /// # Panics
+    ///
+    /// As [`cli`](RedisServer::cli).
+    pub fn command_calls(&self, command: &str) -> u64 {
+        let prefix = format!("cmdstat_{command}:calls=");
+        self.cli(&["INFO", "commandstats"])
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .and_then(|rest| rest.split(',').next())
+            .map_or(0, |n| n.parse().expect("a count"))
+    }
+
     /// Runs `redis-cli -h 127.0.0.1 -p PORT ARGS...` against this server and
     /// returns its stdout without trailing whitespace (e.g. `"OK"`, `"PONG"`,
     /// an integer as text, one line per array element). Error replies are

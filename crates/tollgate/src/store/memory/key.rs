@@ -147,6 +147,11 @@ impl<'a> KeyRef<'a> {
         KeyRef::with_name(policy, &InlineName::new(policy), key)
     }
 
+    /// The key's bytes.
+    pub(crate) fn key_bytes(&self) -> &'a [u8] {
+        self.key
+    }
+
     /// Whether `stored` is this pair.
     #[inline]
     pub(crate) fn matches(&self, stored: &StoredKey) -> bool {

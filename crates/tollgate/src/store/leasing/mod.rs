@@ -1,0 +1,267 @@
+#![doc = include_str!("../../docs/leases.md")]
+
+mod slot;
+mod sweep;
+mod take;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use hashbrown::HashMap;
+
+use self::slot::Slot;
+use self::take::Took;
+use super::memory::key::{KeyRef, StoredKey};
+use super::{BoxFuture, Lease, Request, Store};
+use crate::algorithm::{LeaseId, Usage};
+use crate::{Clock, Decision, MonotonicClock, Policy, Result};
+
+/// A [`Store`] that answers leased policies from batches (see the module).
+#[derive(Debug, Clone)]
+pub struct LeasingStore {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    store: Arc<dyn Store>,
+    /// The lease interval, µs.
+    interval: u64,
+    instances: u64,
+    clock: MonotonicClock,
+    /// The clock's reading at the start: times are µs since then.
+    start: u64,
+    slots: parking_lot::RwLock<HashMap<StoredKey, Arc<Slot>, foldhash::fast::RandomState>>,
+    /// Batches taken (`check_at_most` calls) and units refunded.
+    takes: AtomicU64,
+    refunds: AtomicU64,
+    sweeping: AtomicBool,
+}
+
+impl Inner {
+    #[inline]
+    fn now(&self) -> u64 {
+        self.clock.now_micros().saturating_sub(self.start)
+    }
+}
+
+impl LeasingStore {
+    /// Wraps `store`, with a lease interval of 20 ms and 3 expected
+    /// instances.
+    pub fn new(store: Arc<dyn Store>) -> LeasingStore {
+        LeasingStore::with(store, Duration::from_millis(20), 3)
+    }
+
+    /// Wraps `store` with a lease `interval` (how much traffic a batch is
+    /// sized for, how long an unused lease is kept, and how long a bucket's
+    /// batch lasts; at least 1 ms) and the number of instances expected to
+    /// share a key (at least 1).
+    pub fn with(store: Arc<dyn Store>, interval: Duration, instances: u64) -> LeasingStore {
+        let clock = MonotonicClock::new();
+        LeasingStore {
+            inner: Arc::new(Inner {
+                store,
+                interval: interval.max(Duration::from_millis(1)).as_micros() as u64,
+                instances: instances.max(1),
+                start: clock.now_micros(),
+                clock,
+                slots: parking_lot::RwLock::new(HashMap::default()),
+                takes: AtomicU64::new(0),
+                refunds: AtomicU64::new(0),
+                sweeping: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// How many batches this store took from the wrapped one.
+    pub fn takes(&self) -> u64 {
+        self.inner.takes.load(Ordering::Relaxed)
+    }
+
+    /// How many unused units it gave back.
+    pub fn refunded(&self) -> u64 {
+        self.inner.refunds.load(Ordering::Relaxed)
+    }
+
+    /// The units this instance holds for `key` of `policy` and may still
+    /// spend (0 when it holds none).
+    pub fn held(&self, policy: &Policy, key: &[u8]) -> u64 {
+        let slot = self
+            .inner
+            .slots
+            .read()
+            .get(&KeyRef::new(policy, key))
+            .cloned();
+        slot.map_or(0, |s| s.held(self.now()))
+    }
+
+    #[inline]
+    fn now(&self) -> u64 {
+        self.inner.now()
+    }
+
+    /// The key's slot, made (or remade, for a policy changed under its
+    /// name) when needed.
+    #[inline]
+    fn slot(&self, policy: &Policy, key: &[u8]) -> Arc<Slot> {
+        let k = KeyRef::new(policy, key);
+        if let Some(slot) = self.inner.slots.read().get(&k)
+            && slot.policy.algorithm() == policy.algorithm()
+        {
+            return slot.clone();
+        }
+        let mut slots = self.inner.slots.write();
+        if let Some(slot) = slots.get(&k)
+            && slot.policy.algorithm() == policy.algorithm()
+        {
+            return slot.clone();
+        }
+        let slot = Arc::new(Slot::new(policy, self.now()));
+        if let Some(old) = slots.insert(StoredKey::new(k), slot.clone()) {
+            // Its units were taken for another policy: dropped.
+            old.gone.store(true, Ordering::Release);
+            old.clear();
+        }
+        slot
+    }
+
+    /// Answers from the lease when it holds `cost` (no store call), under
+    /// the map's read lock: the slot is borrowed, not cloned, so spending
+    /// touches no reference count.
+    #[inline]
+    fn spend(&self, policy: &Policy, key: &[u8], cost: u64) -> Option<Decision> {
+        let slots = self.inner.slots.read();
+        let slot = slots.get(&KeyRef::new(policy, key))?;
+        if slot.policy.algorithm() != policy.algorithm() {
+            return None;
+        }
+        let now = self.now();
+        slot.spend(now, cost).map(|left| slot.decision(now, left))
+    }
+
+    async fn leased_check(&self, policy: &Policy, key: &[u8], cost: u64) -> Result<Decision> {
+        self.start_sweeping();
+        loop {
+            let slot = self.slot(policy, key);
+            let now = self.now();
+            if let Some(left) = slot.spend(now, cost) {
+                return Ok(slot.decision(now, left));
+            }
+            // One batch at a time; whoever waited may find it taken.
+            let mut taken = slot.refill.lock().await;
+            if slot.gone.load(Ordering::Acquire) {
+                continue;
+            }
+            let now = self.now();
+            if let Some(left) = slot.spend(now, cost) {
+                return Ok(slot.decision(now, left));
+            }
+            match self.take(&slot, &mut taken, policy, key, cost, now).await? {
+                Took::Decided(d) => return Ok(d),
+                Took::Failed => {
+                    // The units held were spent first; now the wrapped
+                    // store's failure policy answers, without the lock.
+                    drop(taken);
+                    return self.inner.store.check(policy, key, cost).await;
+                }
+            }
+        }
+    }
+
+    /// Starts the task that sweeps the leases, once, if a runtime runs.
+    fn start_sweeping(&self) {
+        if self.inner.sweeping.load(Ordering::Relaxed)
+            || self.inner.sweeping.swap(true, Ordering::Relaxed)
+        {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.inner.sweeping.store(false, Ordering::Relaxed);
+            return;
+        };
+        let weak = Arc::downgrade(&self.inner);
+        runtime.spawn(sweep::sweep(
+            weak,
+            Duration::from_micros(self.inner.interval),
+        ));
+    }
+}
+
+impl Store for LeasingStore {
+    fn check<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        cost: u64,
+    ) -> BoxFuture<'a, Result<Decision>> {
+        if !policy.leased() || cost == 0 {
+            return self.inner.store.check(policy, key, cost);
+        }
+        if let Err(e) = crate::store::validate::check(policy, key, cost) {
+            return Box::pin(std::future::ready(Err(e)));
+        }
+        // The common case, without the async machinery.
+        if let Some(d) = self.spend(policy, key, cost) {
+            return Box::pin(std::future::ready(Ok(d)));
+        }
+        Box::pin(self.leased_check(policy, key, cost))
+    }
+
+    fn reserve<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        cost: u64,
+        max_wait: Duration,
+    ) -> BoxFuture<'a, Result<Decision>> {
+        self.inner.store.reserve(policy, key, cost, max_wait)
+    }
+
+    fn check_many<'a>(
+        &'a self,
+        requests: &'a [Request<'a>],
+        atomic: bool,
+    ) -> BoxFuture<'a, Result<Vec<Decision>>> {
+        self.inner.store.check_many(requests, atomic)
+    }
+
+    fn acquire_lease<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+    ) -> BoxFuture<'a, Result<Lease>> {
+        self.inner.store.acquire_lease(policy, key)
+    }
+
+    fn release_lease<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        lease: LeaseId,
+    ) -> BoxFuture<'a, Result<bool>> {
+        self.inner.store.release_lease(policy, key, lease)
+    }
+
+    fn reset<'a>(&'a self, policy: &'a Policy, key: &'a [u8]) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let slot = self.inner.slots.write().remove(&KeyRef::new(policy, key));
+            if let Some(slot) = slot {
+                let _refill = slot.refill.lock().await;
+                slot.gone.store(true, Ordering::Release);
+                slot.clear();
+            }
+            self.inner.store.reset(policy, key).await
+        })
+    }
+
+    fn usage<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        op: Usage,
+        cost: u64,
+    ) -> BoxFuture<'a, Result<Decision>> {
+        self.inner.store.usage(policy, key, op, cost)
+    }
+}

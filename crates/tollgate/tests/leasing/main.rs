@@ -1,0 +1,91 @@
+//! Leases: many instances, many tasks, one hot key. Every admission from
+//! a lease was consumed in the store first (the store's consumed units,
+//! granted less refunded, are never below the admissions), no window
+//! admits more than its limit and no span of a bucket more than its
+//! leased bound (`bound.rs`); through an outage, held leases are spent and
+//! then the failure policy answers (`outage.rs`).
+
+#![cfg(feature = "redis")]
+
+mod bound;
+mod outage;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tollgate::algorithm::{LeaseId, Usage};
+use tollgate::store::{BoxFuture, Lease, Request, Store};
+use tollgate::{Decision, Policy, Result};
+
+/// A store that counts what `check_at_most` granted and what was
+/// refunded through it.
+#[derive(Debug)]
+pub(crate) struct Counting {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) granted: AtomicU64,
+    pub(crate) refunded: AtomicU64,
+}
+
+impl Counting {
+    pub(crate) fn new(store: Arc<dyn Store>) -> Counting {
+        Counting {
+            store,
+            granted: AtomicU64::new(0),
+            refunded: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Store for Counting {
+    fn check<'a>(&'a self, p: &'a Policy, k: &'a [u8], c: u64) -> BoxFuture<'a, Result<Decision>> {
+        self.store.check(p, k, c)
+    }
+    fn reserve<'a>(
+        &'a self,
+        p: &'a Policy,
+        k: &'a [u8],
+        c: u64,
+        w: Duration,
+    ) -> BoxFuture<'a, Result<Decision>> {
+        self.store.reserve(p, k, c, w)
+    }
+    fn check_many<'a>(
+        &'a self,
+        r: &'a [Request<'a>],
+        atomic: bool,
+    ) -> BoxFuture<'a, Result<Vec<Decision>>> {
+        self.store.check_many(r, atomic)
+    }
+    fn acquire_lease<'a>(&'a self, p: &'a Policy, k: &'a [u8]) -> BoxFuture<'a, Result<Lease>> {
+        self.store.acquire_lease(p, k)
+    }
+    fn release_lease<'a>(
+        &'a self,
+        p: &'a Policy,
+        k: &'a [u8],
+        l: LeaseId,
+    ) -> BoxFuture<'a, Result<bool>> {
+        self.store.release_lease(p, k, l)
+    }
+    fn reset<'a>(&'a self, p: &'a Policy, k: &'a [u8]) -> BoxFuture<'a, Result<()>> {
+        self.store.reset(p, k)
+    }
+    fn usage<'a>(
+        &'a self,
+        p: &'a Policy,
+        k: &'a [u8],
+        op: Usage,
+        c: u64,
+    ) -> BoxFuture<'a, Result<Decision>> {
+        Box::pin(async move {
+            let d = self.store.usage(p, k, op, c).await?;
+            match op {
+                Usage::AtMost => self.granted.fetch_add(d.granted, Ordering::Relaxed),
+                Usage::Refund => self.refunded.fetch_add(c, Ordering::Relaxed),
+                _ => 0,
+            };
+            Ok(d)
+        })
+    }
+}
