@@ -7,10 +7,13 @@
 //! decision costs the client and the servers, which is what the capacity
 //! of a larger cluster follows from.
 //!
-//! `cargo bench -p tollgate --features redis --bench cluster [-- --seconds N]`
-//! prints, for a standalone server and a 3-primary cluster, each with
-//! per-node pipelining on and off: decisions/s, client CPU µs per decision
-//! and servers' CPU µs per decision, then the ratios to standalone.
+//! `cargo bench -p tollgate --features redis --bench cluster [-- --seconds N]
+//! [--rounds N] [--only TEXT]` prints, for a standalone server and a
+//! 3-primary cluster, each with per-node pipelining on and off, round after
+//! round (3 by default; `--only` keeps the setups whose name contains
+//! TEXT, for a profiler): decisions/s, client CPU µs per decision and
+//! servers' CPU µs per decision, then per round and as medians the ratios
+//! to standalone, and the load average the run saw.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -108,11 +111,15 @@ async fn run(store: Arc<RedisStore>, servers: &[u32], seconds: f64) -> Measured 
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let seconds = args
-        .iter()
-        .position(|a| a == "--seconds")
-        .and_then(|i| args.get(i + 1))
-        .map_or(4.0, |s| s.parse().expect("--seconds N"));
+    let flag = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let seconds = flag("--seconds").map_or(4.0, |s| s.parse().expect("--seconds N"));
+    let rounds = flag("--rounds").map_or(3, |s| s.parse().expect("--rounds N"));
+    let only = flag("--only").unwrap_or_default();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -129,14 +136,13 @@ fn main() {
         "setup", "decisions/s", "client µs/dec", "servers µs/dec"
     );
     let mut rows = Vec::new();
+    let load_before = load_average();
     rt.block_on(async {
-        for round in 0..2 {
-            for (name, cluster_on, pipelining) in [
-                ("standalone, pipelined", false, true),
-                ("3-primary cluster, per-node pipes", true, true),
-                ("standalone, alone", false, false),
-                ("3-primary cluster, alone", true, false),
-            ] {
+        for round in 0..rounds {
+            for (name, cluster_on, pipelining) in SETUPS {
+                if !name.contains(&only) {
+                    continue;
+                }
                 let urls = if cluster_on {
                     cluster.seed_urls()
                 } else {
@@ -164,18 +170,82 @@ fn main() {
             }
         }
     });
+    println!(
+        "load average before: {load_before}; after: {}",
+        load_average()
+    );
     let client = |round: usize, name: &str| {
         rows.iter()
             .find(|r| r.0 == round && r.1 == name)
             .map(|r| r.2.client_us)
-            .unwrap()
     };
-    for round in 0..2 {
+    let mut ratios = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let (Some(base), Some(piped), Some(alone)) = (
+            client(round, SETUPS[0].0),
+            client(round, SETUPS[1].0),
+            client(round, SETUPS[3].0),
+        ) else {
+            continue;
+        };
         println!(
             "round {round}: client CPU per decision, cluster / standalone: per-node pipes {:.2}, alone {:.2}",
-            client(round, "3-primary cluster, per-node pipes")
-                / client(round, "standalone, pipelined"),
-            client(round, "3-primary cluster, alone") / client(round, "standalone, pipelined"),
+            piped / base,
+            alone / base,
+        );
+        ratios.0.push(piped / base);
+        ratios.1.push(alone / base);
+    }
+    for (name, ..) in SETUPS {
+        let mut client: Vec<f64> = rows
+            .iter()
+            .filter(|r| r.1 == name)
+            .map(|r| r.2.client_us)
+            .collect();
+        let mut server: Vec<f64> = rows
+            .iter()
+            .filter(|r| r.1 == name)
+            .map(|r| r.2.server_us)
+            .collect();
+        if !client.is_empty() {
+            println!(
+                "median {name:<34} client {:.2} µs/dec, servers {:.2} µs/dec",
+                median(&mut client),
+                median(&mut server)
+            );
+        }
+    }
+    if !ratios.0.is_empty() {
+        println!(
+            "median ratio, cluster / standalone client CPU: per-node pipes {:.2}, alone {:.2}",
+            median(&mut ratios.0),
+            median(&mut ratios.1)
         );
     }
+}
+
+/// The setups, in the order each round runs them: name, on the cluster,
+/// pipelined.
+const SETUPS: [(&str, bool, bool); 4] = [
+    ("standalone, pipelined", false, true),
+    ("3-primary cluster, per-node pipes", true, true),
+    ("standalone, alone", false, false),
+    ("3-primary cluster, alone", true, false),
+];
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
+
+/// The 1-, 5- and 15-minute load averages, from `/proc/loadavg`.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
 }

@@ -304,9 +304,13 @@ fn label(policy: &Policy) -> &'static str {
 
 // The peers' fixed window in its two published forms: the expiry set with
 // a window's first count only (go-zero's periodlimit), and on every call;
-// `TIME` and one `INCRBY`, the least any fixed window on the server's clock
-// does; and `TIME`, `GET` and `SET PX`, the least a bucket does.
-const FLOORS: [(&str, &str); 5] = [
+// go-zero's periodlimit as published (core/limit/periodscript.lua, written
+// here in its shape: both arguments through tonumber, `INCRBY` by the
+// number 1, which redis.call prints to text, `EXPIRE` on a window's first
+// count, a three-way answer); `TIME` and one `INCRBY`, the least any fixed
+// window on the server's clock does; and `TIME`, `GET` and `SET PX`, the
+// least a bucket does.
+const FLOORS: [(&str, &str); 6] = [
     ("return 1", "return 1"),
     (
         "INCRBY+PEXPIRE first",
@@ -319,6 +323,14 @@ const FLOORS: [(&str, &str); 5] = [
         "local n = redis.call('INCRBY', KEYS[1], ARGV[1]) \
          redis.call('PEXPIRE', KEYS[1], ARGV[2]) \
          return n",
+    ),
+    (
+        "periodlimit, go-zero",
+        "local limit, window = tonumber(ARGV[1]), tonumber(ARGV[2]) \
+         local n = redis.call('INCRBY', KEYS[1], 1) \
+         if n == 1 then redis.call('EXPIRE', KEYS[1], window) end \
+         if n < limit then return 1 elseif n == limit then return 2 end \
+         return 0",
     ),
     (
         "TIME+INCRBY",

@@ -1,18 +1,24 @@
-//! Server-clock fixed-window checks with a deadline, when callers are busy:
-//! their calls leave as groups (`lua/fixed_window_server_group.lua`) that
-//! read the server's clock once. Each check still gets its own answer and
-//! its own error, the limit holds exactly, and a group run after its
-//! deadline writes nothing.
+//! Server-clock fixed-window checks with a deadline, which read the
+//! server's clock seldom. When callers are busy their calls leave as groups
+//! (`lua/fixed_window_server_group.lua`) that read it once: each check
+//! still gets its own answer and its own error, the limit holds exactly,
+//! and a group run after its deadline writes nothing. Sent alone to a
+//! standalone server, a check names a clock key
+//! (`lua/fixed_window_server_deadline.lua`) whose existence proves it on
+//! time, so that one check in many reads the clock; and one that runs
+//! after its deadline still writes nothing, even when the clock key it
+//! names was there when it was sent.
 
 #![cfg(feature = "redis")]
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tollgate::Policy;
 use tollgate::store::Store;
 use tollgate::store::redis::RedisStore;
-use tollgate_testkit::RedisServer;
+use tollgate_testkit::{RedisServer, scan_keys_without_ttl};
 
 async fn store(server: &RedisServer, prefix: &str, deadline: Duration) -> Arc<RedisStore> {
     Arc::new(
@@ -172,4 +178,133 @@ async fn a_group_run_after_its_deadline_writes_nothing() {
             assert_eq!(d.remaining, 9, "key k{k}: a late check wrote");
         }
     }
+}
+
+/// The server's clock in ms.
+fn server_ms(server: &RedisServer) -> u64 {
+    let time = server.cli(&["TIME"]);
+    let mut parts = time.split_whitespace().map(|p| p.parse::<u64>().unwrap());
+    let (s, us) = (parts.next().unwrap(), parts.next().unwrap());
+    s * 1000 + us / 1000
+}
+
+#[tokio::test]
+async fn lone_checks_with_a_deadline_prove_it_by_a_clock_key_and_read_the_clock_seldom() {
+    let server = RedisServer::start();
+    // A deadline of 8 s: clock keys on a grid of 0.5 s, each at least
+    // 7.5 s ahead of the checks that name it.
+    let store = store(&server, "c:", Duration::from_secs(8)).await;
+    let policy = Policy::fixed_window("fw", 50, Duration::from_secs(3600)).unwrap();
+    // Windows started first (each start reads the clock).
+    for k in 0..4 {
+        store
+            .check(&policy, format!("k{k}").as_bytes(), 1)
+            .await
+            .unwrap();
+    }
+    let time_before = calls_of(&server, "time");
+    let started = std::time::Instant::now();
+    let checks = 200;
+    let mut left = [49u64; 4];
+    for n in 0..checks {
+        let k = n % 4;
+        let cost = if n % 5 == 0 { 2 } else { 1 };
+        let d = store
+            .check(&policy, format!("k{k}").as_bytes(), cost)
+            .await
+            .unwrap();
+        // The limit holds exactly, costs of 2 among those of 1.
+        let allowed = left[k] >= cost;
+        if allowed {
+            left[k] -= cost;
+        }
+        assert_eq!((d.allowed, d.remaining), (allowed, left[k]), "check {n}");
+    }
+    let reads = calls_of(&server, "time") - time_before;
+    // One read per clock key (a new one each half second at most), not one
+    // per check.
+    let seconds = started.elapsed().as_secs();
+    assert!(
+        reads <= 2 * seconds + 3,
+        "{reads} clock reads for {checks} lone checks with a deadline in {seconds} s"
+    );
+    assert!(
+        left.iter().all(|&l| l < 2),
+        "{left:?}: the limit was reached"
+    );
+    // Every clock key expires at the ms its name says, within the deadline.
+    let now = server_ms(&server);
+    let clocks = server.cli(&["KEYS", "c:clock:*"]);
+    let clocks: Vec<&str> = clocks.split_whitespace().collect();
+    assert!(!clocks.is_empty(), "no clock key");
+    for clock in clocks {
+        let x: u64 = clock.strip_prefix("c:clock:").unwrap().parse().unwrap();
+        let at: u64 = server.cli(&["PEXPIRETIME", clock]).trim().parse().unwrap();
+        assert_eq!(at, x, "{clock}");
+        assert!(x > now && x <= now + 8_000, "{clock} at {now}");
+    }
+    assert!(scan_keys_without_ttl(&server).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_check_run_after_its_deadline_writes_nothing_though_its_clock_key_was_there() {
+    let server = RedisServer::start();
+    // A deadline of 200 ms: clock keys on a grid of 12 ms. Eight callers
+    // check in a loop (never enough in flight to queue), so every grid
+    // step's clock key is made by its first check and is there when the
+    // next ones are sent; the server then stops for 1 s, past the clock
+    // keys and the deadlines of the checks in flight.
+    let deadline = Duration::from_millis(200);
+    let store = store(&server, "late:", deadline).await;
+    let policy = Arc::new(Policy::fixed_window("fw", 1 << 40, Duration::from_secs(3600)).unwrap());
+    store.check(&policy, b"hot", 1).await.unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let callers: Vec<_> = (0..8)
+        .map(|_| {
+            let (store, policy, stop) = (store.clone(), policy.clone(), stop.clone());
+            tokio::spawn(async move {
+                let (mut admitted, mut late) = (0u64, 0u64);
+                while !stop.load(Ordering::Relaxed) {
+                    match store.check(&policy, b"hot", 1).await {
+                        Ok(d) => {
+                            assert!(d.allowed);
+                            admitted += 1;
+                        }
+                        // Answered late, or timed out by the connection
+                        // (the server still runs the call once it resumes).
+                        Err(e) => {
+                            assert!(e.is_transient(), "{e}");
+                            late += 1;
+                        }
+                    }
+                }
+                (admitted, late)
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let time_before = calls_of(&server, "time");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let time_reads = calls_of(&server, "time") - time_before;
+    tokio::task::block_in_place(|| server.stop());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stop.store(true, Ordering::Relaxed);
+    tokio::task::block_in_place(|| server.cont());
+    let (mut admitted, mut late) = (1, 0);
+    for caller in callers {
+        let (a, l) = caller.await.unwrap();
+        admitted += a;
+        late += l;
+    }
+    assert!(late > 0, "no check failed while the server was stopped");
+    // 300 ms of checks read the clock about once per 12 ms grid step, not
+    // once per check.
+    assert!(
+        time_reads < admitted / 4,
+        "{time_reads} clock reads, {admitted} checks"
+    );
+    // What the window consumed is exactly what was admitted: the late
+    // checks wrote nothing.
+    let d = store.check(&policy, b"hot", 0).await.unwrap();
+    assert_eq!((1 << 40) - d.remaining, admitted, "{late} late checks");
 }

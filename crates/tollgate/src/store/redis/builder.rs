@@ -96,7 +96,10 @@ impl RedisStoreBuilder {
     /// is ever applied late. The server's clock is estimated from `TIME`
     /// at connect and every 30 s. The caller should stop waiting at the same
     /// deadline (as [`ResilientStore`](crate::store::resilient::ResilientStore)
-    /// does).
+    /// does). A server-clock fixed window's check sent alone to a standalone
+    /// server, with a deadline of 16 ms or more, is held to a slightly
+    /// earlier one (by at most a sixteenth of it and a ms), which lets most
+    /// such checks skip reading the server's clock (see `docs/redis.md`).
     pub fn deadline(mut self, deadline: Duration) -> Self {
         self.deadline = Some(deadline);
         self

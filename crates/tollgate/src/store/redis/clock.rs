@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 
 use super::RedisStore;
 use super::error::store_error;
+use super::keys;
 use crate::algorithm::MAX_EXACT;
 use crate::{Clock, Error, Result};
 
@@ -65,6 +66,25 @@ impl RedisStore {
             Some(deadline) => self.server_now() + deadline,
             None => 0,
         }
+    }
+
+    /// The clock key a lone server-clock window check with `deadline`
+    /// (server µs) names (see `lua/fixed_window_server_deadline.lua`), which
+    /// then stands for its deadline: one that exists until a ms X with
+    /// (X + 1) ms at or before the deadline, X on a grid of a sixteenth of
+    /// the store's deadline, so that the checks sent within that much of
+    /// each other share it and one in so many reads the clock, and a check
+    /// is refused at most that and a ms before its own deadline. `None` on
+    /// a cluster (a script's keys share one slot, and a slot's clock key
+    /// would seldom be there), and for deadlines under 16 ms (whose checks
+    /// read `TIME` against their deadline exactly).
+    pub(super) fn deadline_clock_key(&self, deadline: u64) -> Option<Vec<u8>> {
+        let grid = self.inner.deadline? / 16_000;
+        if grid == 0 || self.inner.conn.is_cluster() {
+            return None;
+        }
+        let x = (deadline / 1000 / grid * grid).checked_sub(1)?;
+        Some(keys::clock_key(&self.inner.prefix, x))
     }
 
     /// Our estimate of the server's clock now, in µs (within the offset's

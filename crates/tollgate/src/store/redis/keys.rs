@@ -34,6 +34,18 @@
 //! Policy and group names are limited to `A-Z a-z 0-9 _ - .` (so a `/`
 //! tells a group's tag from a policy's `:`), and the prefix may not
 //! contain braces.
+//!
+//! With a deadline, on a standalone server (or Sentinel's master), a fixed
+//! window's check sent alone also names a clock key, holding no state:
+//!
+//! ```text
+//! <prefix>clock:<ms>
+//! ```
+//!
+//! which exists only until that ms of the server's clock
+//! (`lua/fixed_window_server_deadline.lua`): while it is there, a check
+//! whose deadline is later needs not read the clock. A few live at a time,
+//! each for at most the deadline.
 
 use crate::{Error, Policy, Result};
 
@@ -94,6 +106,13 @@ pub(crate) fn redis_key(prefix: &str, policy: &Policy, key: &[u8], suffix: &[&[u
         out.extend_from_slice(part);
     }
     out
+}
+
+/// The clock key that exists until `ms` on the server's clock (see the
+/// module's doc).
+pub(crate) fn clock_key(prefix: &str, ms: u64) -> Vec<u8> {
+    let mut digits = [0; 20];
+    [prefix.as_bytes(), b"clock:", decimal(ms, &mut digits)].concat()
 }
 
 /// `n` in decimal, written at the end of `buf`: the digits' slice.

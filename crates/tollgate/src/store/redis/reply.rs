@@ -8,6 +8,7 @@ use super::coalesce::WindowCheck;
 use super::error::store_error;
 use super::pack::{Arg, unpack};
 use super::scripts::Script;
+use super::server_window::ServerWindow;
 use crate::algorithm::MAX_EXACT;
 use crate::{Decision, Error, Policy, Result, StoreErrorKind};
 
@@ -96,20 +97,29 @@ impl RedisStore {
         deadline: u64,
         args: &[String],
     ) -> Result<WindowReply> {
+        let scripts = &self.inner.scripts;
+        // Alone, with a clock key where there is one to name.
+        let clock = self.deadline_clock_key(deadline);
+        let deadline_args;
+        let (alone, args) = match clock {
+            Some(_) => {
+                deadline_args = ServerWindow::deadline_args(cost);
+                (&scripts.fixed_window_server_deadline, &deadline_args[..])
+            }
+            None => (script, args),
+        };
         let text: Vec<Arg<'_>> = args.iter().map(|a| Arg::Str(a)).collect();
         let check = WindowCheck {
             key,
             cost16: cost * 16,
             deadline,
         };
-        let reply = self
-            .inner
-            .scripts
+        let reply = scripts
             .fixed_window_server_group
-            .run_window(script, &self.inner.conn, check, &text)
+            .run_window(alone, &self.inner.conn, check, clock.as_deref(), &text)
             .await
             .map_err(|e| store_error(&e))?;
-        window_reply(script, reply)
+        window_reply(alone, reply)
     }
 }
 

@@ -131,19 +131,27 @@ impl Script {
     /// Runs a server-clock window check with a deadline: in the next call
     /// of this script, the group (`lua/fixed_window_server_group.lua`),
     /// when the server is busy enough that calls queue, else `alone` with
-    /// `args`. Its reply as the window's script gives it.
+    /// the check's key, then `clock` when given (the clock key of
+    /// `lua/fixed_window_server_deadline.lua`), and `args`. Its reply as
+    /// the window's script gives it.
     pub(crate) async fn run_window(
         &self,
         alone: &Script,
         conn: &Connection,
         check: WindowCheck,
+        clock: Option<&[u8]>,
         args: &[Arg<'_>],
     ) -> RedisResult<Value> {
         let mut reloads = 0;
         loop {
             let seen = self.loads.load(Ordering::Acquire);
             match conn.query_window(check.clone()).await {
-                None => return alone.run(conn, &[&check.key], args).await,
+                None => {
+                    return match clock {
+                        Some(clock) => alone.run(conn, &[&check.key, clock], args).await,
+                        None => alone.run(conn, &[&check.key], args).await,
+                    };
+                }
                 Some(Err(e)) if is_noscript(&e) && reloads < MAX_RELOADS => {
                     self.reload(conn, seen).await?;
                     reloads += 1;
@@ -163,6 +171,8 @@ pub(crate) struct Scripts {
     pub(crate) fixed_window_server: Script,
     /// The same, for a cost of 1 without a deadline: no arguments.
     pub(crate) fixed_window_server_one: Script,
+    /// A window check with a deadline sent alone, on time by a clock key.
+    pub(crate) fixed_window_server_deadline: Script,
     /// Many window checks with a deadline in one call.
     pub(crate) fixed_window_server_group: Script,
     /// The token bucket, GCRA and the leaky bucket on the server's clock.
@@ -206,6 +216,10 @@ impl Scripts {
             fixed_window_server_one: Script::new(
                 "fixed_window_server_one",
                 FIXED_WINDOW_SERVER_ONE,
+            ),
+            fixed_window_server_deadline: Script::new(
+                "fixed_window_server_deadline",
+                FIXED_WINDOW_SERVER_DEADLINE,
             ),
             fixed_window_server_group: Script::new(
                 "fixed_window_server_group",
@@ -262,12 +276,13 @@ impl Scripts {
         }
     }
 
-    pub(crate) fn all(&self) -> [&Script; 29] {
+    pub(crate) fn all(&self) -> [&Script; 30] {
         [
             &self.fixed_window,
             &self.fixed_window_calendar,
             &self.fixed_window_server,
             &self.fixed_window_server_one,
+            &self.fixed_window_server_deadline,
             &self.fixed_window_server_group,
             &self.bucket_expiry,
             &self.sliding_window,

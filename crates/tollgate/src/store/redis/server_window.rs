@@ -78,6 +78,17 @@ impl ServerWindow {
         }
     }
 
+    /// The arguments of `lua/fixed_window_server_deadline.lua`: the cost
+    /// times 16, none for a cost of 1 (its clock key stands for the
+    /// deadline).
+    pub(super) fn deadline_args(cost: u64) -> Vec<String> {
+        if cost == 1 {
+            Vec::new()
+        } else {
+            vec![(cost * 16).to_string()]
+        }
+    }
+
     /// The decision from the script's reply (the key's value, which is
     /// remaining·16 + tag, or -1 minus it when denied), the script having
     /// run, on the server's clock, at some time in `[earliest, latest]` µs.

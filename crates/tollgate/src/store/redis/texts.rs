@@ -8,17 +8,18 @@ macro_rules! script {
     };
 }
 
-/// The server-clock fixed window's body after the line that names its key
-/// and its cost (times 16, as text): `$cost` is `ARGV[1]`, or a constant;
+/// The server-clock fixed window's body after the line that names its key,
+/// its cost (times 16, as text) and its deadline (nil turns its peek and
+/// deadline branch off): `$entry` is `ARGV[1], ARGV[2]`, or a constant;
 /// then its ending, the check's or a usage operation's.
 macro_rules! fixed_window_server {
-    ($cost:literal) => {
-        fixed_window_server!($cost, "fixed_window_server_check.lua")
+    ($entry:literal) => {
+        fixed_window_server!($entry, "fixed_window_server_check.lua")
     };
-    ($cost:literal, $ending:literal) => {
+    ($entry:literal, $ending:literal) => {
         concat!(
-            "local key, cost = KEYS[1], ",
-            $cost,
+            "local key, cost, deadline = KEYS[1], ",
+            $entry,
             "\n",
             include_str!("lua/fixed_window_server.lua"),
             include_str!(concat!("lua/", $ending))
@@ -82,7 +83,7 @@ macro_rules! lua {
     ("fixed_window_server_fn.lua") => {
         concat!(
             "local function fixed_window_server(KEYS, ARGV)\n",
-            fixed_window_server!("ARGV[1]"),
+            fixed_window_server!("ARGV[1], ARGV[2]"),
             "end\n"
         )
     };
@@ -225,7 +226,7 @@ pub(crate) const BUCKET_EXPIRY_AT_MOST: &str = bucket_expiry_usage!(
 // the one for a cost of 1.
 pub(crate) const FIXED_WINDOW_SERVER_CHARGE: &str = concat!(
     include_str!("lua/prologue.lua"),
-    fixed_window_server!("ARGV[1]", "fixed_window_server_charge.lua")
+    fixed_window_server!("ARGV[1], ARGV[2]", "fixed_window_server_charge.lua")
 );
 pub(crate) const FIXED_WINDOW_SERVER_CHARGE_ONE: &str = concat!(
     include_str!("lua/prologue.lua"),
@@ -233,7 +234,7 @@ pub(crate) const FIXED_WINDOW_SERVER_CHARGE_ONE: &str = concat!(
 );
 pub(crate) const FIXED_WINDOW_SERVER_AT_MOST: &str = concat!(
     include_str!("lua/prologue.lua"),
-    fixed_window_server!("ARGV[1]", "fixed_window_server_at_most.lua")
+    fixed_window_server!("ARGV[1], ARGV[2]", "fixed_window_server_at_most.lua")
 );
 pub(crate) const FIXED_WINDOW_SERVER_AT_MOST_ONE: &str = concat!(
     include_str!("lua/prologue.lua"),
@@ -264,18 +265,28 @@ pub(crate) const FIXED_WINDOW_CALENDAR: &str = script!("fixed_window.lua";
 // which takes no arguments.
 pub(crate) const FIXED_WINDOW_SERVER: &str = concat!(
     include_str!("lua/prologue.lua"),
-    fixed_window_server!("ARGV[1]")
+    fixed_window_server!("ARGV[1], ARGV[2]")
 );
 pub(crate) const FIXED_WINDOW_SERVER_ONE: &str = concat!(
     include_str!("lua/prologue.lua"),
     fixed_window_server!("'16'")
 );
+// A check with a deadline sent alone, which proves it is on time by a
+// clock key's existence (see the file's contract), then the body, its peek
+// and deadline branch off.
+pub(crate) const FIXED_WINDOW_SERVER_DEADLINE: &str = concat!(
+    include_str!("lua/prologue.lua"),
+    "local key, cost, deadline = KEYS[1], ARGV[1] or '16'\n",
+    include_str!("lua/fixed_window_server_deadline.lua"),
+    include_str!("lua/fixed_window_server.lua"),
+    include_str!("lua/fixed_window_server_check.lua")
+);
 // Many server-clock window checks with a deadline in one call (see the
-// file's contract): the body as `window(key, cost)`, its peek and dry-run
-// branch off (an empty ARGV), then the loop.
+// file's contract): the body as `window(key, cost)`, its peek and deadline
+// branch off (`deadline` nil), then the loop.
 pub(crate) const FIXED_WINDOW_SERVER_GROUP: &str = concat!(
     include_str!("lua/prologue.lua"),
-    "local none = {}\nlocal function window(key, cost)\nlocal ARGV = none\n",
+    "local function window(key, cost)\nlocal deadline\n",
     include_str!("lua/fixed_window_server.lua"),
     include_str!("lua/fixed_window_server_check.lua"),
     "end\n",

@@ -19,15 +19,19 @@
 --          two ms too long, and the tag says so: a call that finds such a
 --          key reads `TIME`, and if the window has ended starts the next.
 --          (Two ms are under 3 windows of 1 ms, so the tag still tells.)
--- Entry    scripts.rs puts one line before this body: `local key, cost =
---          KEYS[1], ARGV[1]`, or `KEYS[1], '16'` for a form that admits a
---          cost of 1 and takes no ARGV at all (each argument costs a call
---          about 0.9k instructions: the ARGV table grows, the string is
---          interned). `cost` is text, the cost times 16.
+-- Entry    texts.rs puts one line before this body: `local key, cost,
+--          deadline = KEYS[1], ARGV[1], ARGV[2]`, or `KEYS[1], '16'` for a
+--          form that admits a cost of 1 and takes no ARGV at all (each
+--          argument costs a call about 0.9k instructions: the ARGV table
+--          grows, the string is interned). `cost` is text, the cost times
+--          16; `deadline` is nil in the forms that never peek and check
+--          their deadline before this body (fixed_window_server_deadline.lua,
+--          the group), which turns the branch below off.
 -- ARGV     as text: [1] the cost·16 (0 peeks); then, only when needed,
 --          [2] the deadline in server µs (see prologue.lua), '0' for none,
 --          and [3] present for a dry run (decide without writing, for the
---          batch). A peek always sends [2].
+--          batch). A peek always sends [2]. (The form for a check with a
+--          deadline sent alone has its own, fixed_window_server_deadline.lua.)
 -- Reply    one integer: the key's value after the decision (0 for a peek
 --          or dry run that finds no window), or, when denied, -1 minus the
 --          value (which the denial left as it was); false (nil) when the
@@ -61,12 +65,12 @@
 --          Client time cannot use this form (the key's expiry runs on the
 --          server's clock); it has fixed_window.lua, under another key.
 
-if ARGV[2] then
+if deadline then
   local now
-  if ARGV[2] ~= '0' then
+  if deadline ~= '0' then
     local t = redis.call('TIME')
     now = t[1] * 1000000 + t[2]
-    if now - ARGV[2] > 0 then
+    if now - deadline > 0 then
       return false
     end
   end

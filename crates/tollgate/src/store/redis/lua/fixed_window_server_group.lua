@@ -25,9 +25,9 @@
 --          check runs as fixed_window_server.lua on the server's clock
 --          (which reads `TIME` again only to start a window).
 -- Writes   as fixed_window_server.lua, for each check.
--- Form     scripts.rs wraps that body in `window(key, cost)` before this
---          text (one closure per group, not per check); the body's
---          peek and dry-run branch is off (its ARGV is empty).
+-- Form     texts.rs wraps that body in `window(key, cost)` before this
+--          text (one closure per group, not per check), with `deadline`
+--          nil: the body's peek and deadline branch is off.
 
 local t = redis.call('TIME')
 if t[1] * 1000000 + t[2] - ARGV[1] > 0 then
