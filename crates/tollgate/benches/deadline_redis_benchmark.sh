@@ -22,11 +22,11 @@ PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0));
 redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no --daemonize yes \
   --pidfile "$DIR/pid" --logfile "$DIR/log" --dir "$DIR"
 until redis-cli -p "$PORT" PING >/dev/null 2>&1; do sleep 0.1; done
-{ cat $LUA/prologue.lua; printf 'local key, cost, deadline = KEYS[1], ARGV[1], ARGV[2]\n'; cat $LUA/fixed_window_server.lua; } >"$DIR/time.lua"
+{ cat $LUA/prologue.lua; printf 'local key, cost, deadline = KEYS[1], ARGV[1], ARGV[2]\n'; cat $LUA/fixed_window_server.lua $LUA/fixed_window_server_check.lua; } >"$DIR/time.lua"
 { cat $LUA/prologue.lua; printf "local key, cost, deadline = KEYS[1], ARGV[1] or '16'\n"
-  cat $LUA/fixed_window_server_deadline.lua $LUA/fixed_window_server.lua; } >"$DIR/clock.lua"
+  cat $LUA/fixed_window_server_deadline.lua $LUA/fixed_window_server.lua $LUA/fixed_window_server_check.lua; } >"$DIR/clock.lua"
 { cat $LUA/prologue.lua; printf 'local function window(key, cost)\nlocal deadline\n'
-  cat $LUA/fixed_window_server.lua; printf 'end\n'; cat $LUA/fixed_window_server_group.lua; } >"$DIR/group.lua"
+  cat $LUA/fixed_window_server.lua $LUA/fixed_window_server_check.lua; printf 'end\n'; cat $LUA/fixed_window_server_group.lua; } >"$DIR/group.lua"
 load() { redis-cli -p "$PORT" SCRIPT LOAD "$1"; }
 GOZERO=$(load "local limit, window = tonumber(ARGV[1]), tonumber(ARGV[2])
 local n = redis.call('INCRBY', KEYS[1], 1)
