@@ -292,6 +292,32 @@ async fn usage_in_a_trailer(store: Arc<dyn Store>) {
     assert_eq!(remaining(&*store, &policy, b"global").await, 380);
 }
 
+/// Requests in flight together, each over- or under-estimated: once all
+/// have settled, the key holds the sum of what they used, exactly.
+async fn concurrent_settles_add_up_to_the_usage(store: Arc<dyn Store>) {
+    let policy = Policy::token_bucket("many", 1, Duration::from_secs(3600), 100_000).unwrap();
+    let layer = usage_layer(store.clone(), policy.clone());
+    let requests: Vec<(u64, u64)> = (0..64u64)
+        .map(|i| (100 + i * 7 % 300, i * 37 % 900))
+        .collect();
+    let used: u64 = requests.iter().map(|(_, actual)| actual).sum();
+    let tasks: Vec<_> = requests
+        .into_iter()
+        .map(|(estimate, actual)| {
+            let layer = layer.clone();
+            tokio::spawn(async move { send(&layer, estimate, move || with_usage(actual)).await })
+        })
+        .collect();
+    for task in tasks {
+        assert_eq!(task.await.unwrap(), StatusCode::OK);
+    }
+    let expected = 100_000 - used;
+    assert_eq!(
+        settled(&*store, &policy, b"global", expected).await,
+        expected
+    );
+}
+
 /// Two usage limits, checked as one atomic batch and each settled.
 async fn several_limits_settle_together(store: Arc<dyn Store>) {
     let small = Policy::token_bucket("small", 1, Duration::from_secs(3600), 500).unwrap();
@@ -353,6 +379,7 @@ on_every_store!(
     a_streamed_body_settles_at_its_end,
     a_body_dropped_early_settles,
     usage_in_a_trailer,
+    concurrent_settles_add_up_to_the_usage,
     several_limits_settle_together,
 );
 
