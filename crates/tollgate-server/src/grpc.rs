@@ -55,7 +55,7 @@ const DAY: u64 = 86_400;
 /// The policy's limit as Envoy's `requests_per_unit` and `unit`, where its
 /// window (or `per`) is a whole second, minute, hour, day, week, month (30
 /// days) or year (365 days).
-fn current_limit(policy: &Policy) -> RateLimit {
+pub(crate) fn current_limit(policy: &Policy) -> RateLimit {
     let unit = match policy.time_span().as_secs() {
         _ if policy.time_span().subsec_nanos() != 0 => Unit::Unknown,
         1 => Unit::Second,
@@ -100,6 +100,46 @@ fn override_policy(i: usize, limit: &RateLimitOverride) -> Result<Policy, Status
     let window = Duration::from_secs(seconds);
     Policy::fixed_window(&name, u64::from(limit.requests_per_unit), window)
         .map_err(|e| Status::invalid_argument(format!("descriptor {i}: limit: {e}")))
+}
+
+/// A descriptor's status from its policy's decision: `OK` or
+/// `OVER_LIMIT`, the policy as the current limit, the remaining quota, and
+/// until the quota resets (when admitted) or the retry (when denied).
+pub(crate) fn descriptor_status(policy: &Policy, decision: &Decision) -> DescriptorStatus {
+    let until = if decision.allowed {
+        decision.reset_after
+    } else {
+        decision.retry_after
+    };
+    DescriptorStatus {
+        code: if decision.allowed {
+            Code::Ok
+        } else {
+            Code::OverLimit
+        } as i32,
+        current_limit: Some(current_limit(policy)),
+        limit_remaining: u32::try_from(decision.remaining).unwrap_or(u32::MAX),
+        duration_until_reset: Some(proto_duration(until)),
+        quota: None,
+    }
+}
+
+/// The IETF `RateLimit-Policy` and `RateLimit` fields as Envoy's
+/// `response_headers_to_add`; none for `None`.
+pub(crate) fn envoy_headers(headers: Option<RateLimitHeaders>) -> Vec<HeaderValue> {
+    let Some(h) = headers else {
+        return Vec::new();
+    };
+    [(RATELIMIT_POLICY, h.policy()), (RATELIMIT, h.limit())]
+        .into_iter()
+        .filter_map(|(name, value)| {
+            Some(HeaderValue {
+                key: name.as_str().to_string(),
+                value: value.to_str().ok()?.to_string(),
+                ..Default::default()
+            })
+        })
+        .collect()
 }
 
 fn proto_duration(d: Duration) -> ProtoDuration {
@@ -187,39 +227,13 @@ impl Rls {
                     status(e)
                 }
             })?;
-            let until = if decision.allowed {
-                decision.reset_after
-            } else {
-                decision.retry_after
-            };
-            statuses.push(DescriptorStatus {
-                code: if decision.allowed {
-                    Code::Ok
-                } else {
-                    Code::OverLimit
-                } as i32,
-                current_limit: Some(current_limit(&policy)),
-                limit_remaining: u32::try_from(decision.remaining).unwrap_or(u32::MAX),
-                duration_until_reset: Some(proto_duration(until)),
-                quota: None,
-            });
+            statuses.push(descriptor_status(&policy, &decision));
             decided.push((policy, decision));
         }
         let over = statuses.iter().any(|s| s.code == Code::OverLimit as i32);
-        let mut response_headers_to_add = Vec::new();
-        if let Some(h) = RateLimitHeaders::new(decided.iter().map(|(p, d)| (&**p, d))) {
-            let mut map = http::HeaderMap::new();
-            h.append_to(&mut map);
-            for name in [RATELIMIT_POLICY, RATELIMIT] {
-                if let Some(v) = map.get(&name).and_then(|v| v.to_str().ok()) {
-                    response_headers_to_add.push(HeaderValue {
-                        key: name.as_str().to_string(),
-                        value: v.to_string(),
-                        ..Default::default()
-                    });
-                }
-            }
-        }
+        let response_headers_to_add = envoy_headers(RateLimitHeaders::new(
+            decided.iter().map(|(p, d)| (&**p, d)),
+        ));
         Ok(RateLimitResponse {
             overall_code: if over { Code::OverLimit } else { Code::Ok } as i32,
             statuses,

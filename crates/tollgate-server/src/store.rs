@@ -81,6 +81,9 @@ pub(crate) async fn build(settings: &StoreSettings) -> Result<Backend, String> {
     if let Some(master) = &settings.master_name {
         redis = redis.sentinel(master.clone());
     }
+    if let Some((user, password)) = &settings.master_auth {
+        redis = redis.master_auth(user.as_deref(), password);
+    }
     // The library's errors never contain the URL, so no password leaks.
     let (primary, connected): (Arc<dyn Store>, bool) = match redis.clone().connect().await {
         Ok(redis) => (Arc::new(redis), true),

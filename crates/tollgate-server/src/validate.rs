@@ -20,14 +20,15 @@ pub(crate) struct ValidateArgs {
     #[arg(long)]
     envoy_config: Option<PathBuf>,
     /// Accept tollgate's extension keys in the ERL config
-    /// (`rate_limit: {tollgate_policy: NAME}`, a policy of `--config`).
+    /// (`rate_limit: {tollgate_policy: NAME}`, a policy of `--config`);
+    /// also turned on by `[erl] extensions = true` in that file.
     #[arg(long, requires = "config")]
     erl_extensions: bool,
 }
 
 /// Exit 0 when valid; else every error with its file and line, exit 2.
 pub(crate) fn run(args: ValidateArgs) -> i32 {
-    let set = match args.config.as_deref().map(config::load).transpose() {
+    let loaded = match args.config.as_deref().map(config::Config::load).transpose() {
         Ok(set) => set,
         Err(errors) => {
             for e in errors {
@@ -36,14 +37,19 @@ pub(crate) fn run(args: ValidateArgs) -> i32 {
             return 2;
         }
     };
-    if let (Some(path), Some(set)) = (&args.config, &set) {
-        println!("{}: {} policies, valid", path.display(), set.policies.len());
+    if let (Some(path), Some(c)) = (&args.config, &loaded) {
+        println!(
+            "{}: {} policies, valid",
+            path.display(),
+            c.policies.policies.len()
+        );
     }
     let Some(path) = &args.envoy_config else {
         return 0;
     };
-    let known = |name: &str| set.as_ref().is_some_and(|s| s.get(name).is_some());
-    let policies: Option<&dyn Fn(&str) -> bool> = args.erl_extensions.then_some(&known);
+    let extensions = args.erl_extensions || loaded.as_ref().is_some_and(|c| c.erl.extensions);
+    let lookup = |name: &str| loaded.as_ref().and_then(|c| c.policies.get(name).cloned());
+    let policies: Option<erl::PolicyLookup<'_>> = extensions.then_some(&lookup);
     match erl::load(path, true, policies) {
         Ok(erl) => {
             println!(

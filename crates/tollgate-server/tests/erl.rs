@@ -25,6 +25,11 @@ mod common;
 
 use common::tls::certificates;
 
+/// What tollgate adds to ERL when asked: `tollgate_policy`, the IETF
+/// headers, `LOCAL_CACHE_SIZE_IN_BYTES`.
+#[path = "erl/extensions.rs"]
+mod extensions;
+
 const CONFIG: &str = "
 domain: edge
 descriptors:
@@ -79,6 +84,11 @@ struct Service {
 
 impl Service {
     fn start(dir: &Path, env: &[(&str, &str)]) -> Service {
+        Service::start_with(dir, &[], env)
+    }
+
+    /// With `args` after the config's path.
+    fn start_with(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Service {
         let mut child = tollgate(
             &[
                 "serve",
@@ -91,6 +101,7 @@ impl Service {
             env,
         )
         .arg(dir)
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -47,20 +47,28 @@ fn is_concurrency(policy: &Policy) -> bool {
     matches!(policy.algorithm(), Algorithm::Concurrency(_))
 }
 
-/// The policy's item of `RateLimit-Policy`.
-fn policy_item(out: &mut String, policy: &Policy) {
-    let _ = write!(out, "\"{}\";q={}", policy.name(), policy.limit());
-    if is_concurrency(policy) {
-        out.push_str(";qu=\"concurrent-requests\"");
-    } else {
-        let _ = write!(out, ";w={}", ceil_secs(policy.time_span()).max(1));
-    }
+/// One quota policy's part of both fields, for callers whose limits are
+/// not [`Policy`] values (the service's ERL mode, whose rules are ERL's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuotaItem<'a> {
+    /// The policy's name, written as a Structured Field string: `"` and
+    /// `\` escaped, any character outside printable ASCII written `_`.
+    pub name: &'a str,
+    /// `q`: the quota.
+    pub quota: u64,
+    /// `w`: the window, in whole seconds; `None` for a quota of
+    /// `concurrent-requests`, which has neither `w` nor `t`.
+    pub window: Option<u64>,
+    /// `r`: what remains.
+    pub remaining: u64,
+    /// `t`: whole seconds until more quota is certain; `None` leaves it out.
+    pub reset: Option<u64>,
 }
 
-/// The policy's item of `RateLimit` for this decision.
-fn limit_item(out: &mut String, policy: &Policy, decision: &Decision) {
-    let _ = write!(out, "\"{}\";r={}", policy.name(), decision.remaining);
-    if !is_concurrency(policy) {
+impl<'a> QuotaItem<'a> {
+    /// The item of `policy` for `decision`.
+    pub fn of(policy: &'a Policy, decision: &Decision) -> QuotaItem<'a> {
+        let concurrency = is_concurrency(policy);
         // A denial with nothing to wait for is a policy that would have
         // admitted the request alone (an atomic batch denied by another).
         let until = if decision.allowed || decision.retry_after.is_zero() {
@@ -68,7 +76,50 @@ fn limit_item(out: &mut String, policy: &Policy, decision: &Decision) {
         } else {
             decision.retry_after
         };
-        let _ = write!(out, ";t={}", ceil_secs(until));
+        QuotaItem {
+            name: policy.name(),
+            quota: policy.limit(),
+            window: (!concurrency).then(|| ceil_secs(policy.time_span()).max(1)),
+            remaining: decision.remaining,
+            reset: (!concurrency).then(|| ceil_secs(until)),
+        }
+    }
+}
+
+/// `name` as a Structured Field string.
+fn write_name(out: &mut String, name: &str) {
+    out.push('"');
+    for c in name.chars() {
+        match c {
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            ' '..='~' => out.push(c),
+            _ => out.push('_'),
+        }
+    }
+    out.push('"');
+}
+
+/// The item's part of `RateLimit-Policy`.
+fn policy_item(out: &mut String, item: &QuotaItem<'_>) {
+    write_name(out, item.name);
+    let _ = write!(out, ";q={}", item.quota);
+    match item.window {
+        Some(w) => {
+            let _ = write!(out, ";w={w}");
+        }
+        None => out.push_str(";qu=\"concurrent-requests\""),
+    }
+}
+
+/// The item's part of `RateLimit`.
+fn limit_item(out: &mut String, item: &QuotaItem<'_>) {
+    write_name(out, item.name);
+    let _ = write!(out, ";r={}", item.remaining);
+    if let (Some(_), Some(t)) = (item.window, item.reset) {
+        let _ = write!(out, ";t={t}");
     }
 }
 
@@ -84,25 +135,42 @@ impl RateLimitHeaders {
     pub fn new<'a>(
         decided: impl Iterator<Item = (&'a Policy, &'a Decision)>,
     ) -> Option<RateLimitHeaders> {
+        RateLimitHeaders::from_items(decided.map(|(p, d)| QuotaItem::of(p, d)))
+    }
+
+    /// The fields for `items`, in the order given; `None` when empty.
+    pub fn from_items<'a>(
+        items: impl IntoIterator<Item = QuotaItem<'a>>,
+    ) -> Option<RateLimitHeaders> {
         let mut policy = String::new();
         let mut limit = String::new();
-        for (i, (p, d)) in decided.enumerate() {
+        for (i, item) in items.into_iter().enumerate() {
             if i > 0 {
                 policy.push_str(", ");
                 limit.push_str(", ");
             }
-            policy_item(&mut policy, p);
-            limit_item(&mut limit, p, d);
+            policy_item(&mut policy, &item);
+            limit_item(&mut limit, &item);
         }
         if policy.is_empty() {
             return None;
         }
-        // Policy names are `A-Z a-z 0-9 _ - .` and the rest is digits and
+        // Names are written in printable ASCII and the rest is digits and
         // punctuation, so both values are always valid header values.
         Some(RateLimitHeaders {
             policy: HeaderValue::try_from(policy).ok()?,
             limit: HeaderValue::try_from(limit).ok()?,
         })
+    }
+
+    /// The `RateLimit-Policy` value.
+    pub fn policy(&self) -> &HeaderValue {
+        &self.policy
+    }
+
+    /// The `RateLimit` value.
+    pub fn limit(&self) -> &HeaderValue {
+        &self.limit
     }
 
     /// Adds both fields to `headers`, after any an inner limiter set (the
@@ -147,5 +215,30 @@ mod tests {
             "\"books\";r=119;t=60, \"uploads\";r=3, \"tiny\";r=0;t=1"
         );
         assert!(RateLimitHeaders::new(std::iter::empty()).is_none());
+    }
+
+    #[test]
+    fn items_without_a_policy_are_escaped() {
+        let item = QuotaItem {
+            name: "say \"hi\" \\ caf\u{e9}",
+            quota: 10,
+            window: Some(60),
+            remaining: 0,
+            reset: Some(37),
+        };
+        let untimed = QuotaItem {
+            name: "n",
+            reset: None,
+            ..item
+        };
+        let h = RateLimitHeaders::from_items([item, untimed]).unwrap();
+        assert_eq!(
+            h.policy(),
+            "\"say \\\"hi\\\" \\\\ caf_\";q=10;w=60, \"n\";q=10;w=60"
+        );
+        assert_eq!(
+            h.limit(),
+            "\"say \\\"hi\\\" \\\\ caf_\";r=0;t=37, \"n\";r=0"
+        );
     }
 }

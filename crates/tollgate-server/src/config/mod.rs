@@ -1,11 +1,13 @@
 //! Config files: the `[[policy]]` tables shared by `simulate` and `serve`
-//! (`policy.rs`), the `[[descriptor]]` tables (`descriptor.rs`), and the
-//! service's `[server]` (`server.rs`) and `[store]` (`store.rs`) tables.
+//! (`policy.rs`), the `[[descriptor]]` tables (`descriptor.rs`), the
+//! service's `[server]` (`server.rs`) and `[store]` (`store.rs`) tables,
+//! and ERL mode's `[erl]` (`erl.rs`).
 //!
 //! Every error names the file, the line and the field; parsing collects all
 //! of them, so `tollgate validate` can print every problem at once.
 
 mod descriptor;
+mod erl;
 mod policy;
 mod server;
 mod store;
@@ -20,6 +22,8 @@ use tollgate::store::resilient::OnFailure;
 use toml::Spanned;
 
 use self::descriptor::RawDescriptor;
+pub(crate) use self::erl::{ErlSettings, HeaderStyle};
+use self::erl::{RawErl, erl_settings};
 use self::policy::RawPolicy;
 pub(crate) use self::server::ServerSettings;
 use self::server::{RawServer, server_settings};
@@ -50,6 +54,7 @@ struct RawFile {
     store: Option<RawStore>,
     #[serde(default)]
     descriptor: Vec<RawDescriptor>,
+    erl: Option<RawErl>,
 }
 
 /// A whole config file: the policies, and the service's settings.
@@ -58,6 +63,8 @@ pub(crate) struct Config {
     pub(crate) policies: PolicySet,
     pub(crate) server: ServerSettings,
     pub(crate) store: StoreSettings,
+    /// `[erl]`: read in ERL mode only.
+    pub(crate) erl: ErlSettings,
 }
 
 /// The policies of a file, in order, and the descriptors that map Envoy's
@@ -130,6 +137,15 @@ fn parse(file: &str, text: &str) -> Result<Config, Vec<ConfigError>> {
             None
         })
         .unwrap_or_default();
+    let erl = raw
+        .erl
+        .map(erl_settings)
+        .transpose()
+        .unwrap_or_else(|(span, message)| {
+            errors.push(at(span, message));
+            None
+        })
+        .unwrap_or_default();
     for table in raw.policy {
         let span = table.span();
         let raw = table.into_inner();
@@ -170,6 +186,7 @@ fn parse(file: &str, text: &str) -> Result<Config, Vec<ConfigError>> {
             },
             server,
             store,
+            erl,
         })
     } else {
         Err(errors)

@@ -52,6 +52,11 @@ pub(crate) struct StoreSettings {
     /// Redis: refuse to start when it does not answer at startup, instead
     /// of starting under the failure policy and connecting when it answers.
     pub(crate) require_at_startup: bool,
+    /// Redis Sentinel: the master's user and password, when the sentinels'
+    /// URLs do not say them (ERL mode's `REDIS_AUTH` behind
+    /// `REDIS_TYPE=sentinel`; the TOML file gives them in a
+    /// `redis+sentinel://` URL).
+    pub(crate) master_auth: Option<(Option<String>, String)>,
 }
 
 impl Default for StoreSettings {
@@ -68,6 +73,7 @@ impl Default for StoreSettings {
             pipelining: true,
             policy_on_failure: Vec::new(),
             require_at_startup: false,
+            master_auth: None,
         }
     }
 }

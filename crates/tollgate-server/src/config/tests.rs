@@ -273,3 +273,24 @@ fn calendar_windows_parse_and_their_errors_have_lines() {
         e[0]
     );
 }
+
+#[test]
+fn the_erl_table_opts_in_and_names_a_bad_value() {
+    let c = parse("t.toml", "[erl]\nextensions = true\nheaders = \"ietf\"\n").unwrap();
+    assert_eq!(
+        c.erl,
+        ErlSettings {
+            extensions: true,
+            headers: Some(HeaderStyle::Ietf)
+        }
+    );
+    assert_eq!(parse("t.toml", "").unwrap().erl, ErlSettings::default());
+    let e = parse("t.toml", "\n[erl]\nheaders = \"x-ratelimit\"\n").unwrap_err();
+    assert_eq!(e[0].line, 3);
+    assert_eq!(
+        e[0].message,
+        "[erl] `headers`: \"x-ratelimit\" is neither \"erl\" nor \"ietf\""
+    );
+    let e = parse("t.toml", "[erl]\nextension = true\n").unwrap_err();
+    assert!(e[0].message.contains("unknown field `extension`"), "{e:?}");
+}

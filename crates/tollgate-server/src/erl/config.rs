@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use envoy_types::pb::google::protobuf::Struct;
+use tollgate::{Algorithm, Policy};
 
 use super::decode::{DescriptorDoc, RateLimitDoc, RootDoc};
 use super::error::ConfigError;
@@ -28,8 +29,10 @@ pub(crate) enum Limit {
     },
     /// `unlimited: true`: allowed, never counted.
     Unlimited,
-    /// tollgate's extension: the named policy of the TOML file decides.
-    Policy(String),
+    /// tollgate's extension (`tollgate_policy: NAME`): this policy of the
+    /// TOML file decides, on tollgate's store. Resolved when the config is
+    /// built, so a reload of either file swaps the pair whole.
+    Policy(Policy),
 }
 
 /// One descriptor's `rate_limit` with the descriptor's flags.
@@ -80,16 +83,16 @@ pub(crate) struct ErlConfig {
     pub(crate) domains: HashMap<String, Children>,
 }
 
-/// Where each TOML policy name can be checked, for the extension key.
-pub(crate) type PolicyNames<'a> = &'a dyn Fn(&str) -> bool;
+/// The TOML policy a `tollgate_policy` name stands for, if any.
+pub(crate) type PolicyLookup<'a> = &'a dyn Fn(&str) -> Option<Policy>;
 
 impl ErlConfig {
     /// Builds the config from decoded files, in order; every error found
-    /// is returned. `policies` is how `tollgate_policy` names are checked
+    /// is returned. `policies` is how `tollgate_policy` names are resolved
     /// (`None`: the extension is off, and the first pass refused the key).
     pub(crate) fn build(
         files: &[(String, RootDoc)],
-        policies: Option<PolicyNames<'_>>,
+        policies: Option<PolicyLookup<'_>>,
     ) -> Result<ErlConfig, Vec<ConfigError>> {
         let mut config = ErlConfig::default();
         let mut errors = Vec::new();
@@ -154,7 +157,7 @@ impl ErlConfig {
 
 struct Loader<'a, 'p> {
     file: &'a str,
-    policies: Option<PolicyNames<'p>>,
+    policies: Option<PolicyLookup<'p>>,
     errors: &'a mut Vec<ConfigError>,
 }
 
@@ -217,28 +220,38 @@ impl Loader<'_, '_> {
         children
     }
 
+    /// The policy `tollgate_policy: NAME` names, when the rule gives it
+    /// alone and it can decide an ERL call (a concurrency policy cannot:
+    /// Envoy never gives a lease back).
+    fn policy(&mut self, rl: &RateLimitDoc, name: &str, path: &str) -> Option<Policy> {
+        if rl.unlimited || !rl.unit.is_empty() || rl.has_requests_per_unit {
+            self.error(
+                rl.line,
+                format!("'{path}': tollgate_policy takes the place of unit, requests_per_unit and unlimited; give it alone"),
+            );
+            return None;
+        }
+        let Some(policy) = self.policies.and_then(|lookup| lookup(name)) else {
+            self.error(
+                rl.line,
+                format!("'{path}': tollgate_policy '{name}' is no policy of the TOML config"),
+            );
+            return None;
+        };
+        if matches!(policy.algorithm(), Algorithm::Concurrency(_)) {
+            self.error(
+                rl.line,
+                format!("'{path}': tollgate_policy '{name}' is a concurrency policy, which takes leases that Envoy never gives back"),
+            );
+            return None;
+        }
+        Some(policy)
+    }
+
     fn rule(&mut self, doc: &DescriptorDoc, rl: &RateLimitDoc, path: &str) -> Option<Rule> {
         let unit = Unit::from_name(&rl.unit);
         let limit = match (&rl.policy, rl.unlimited, unit) {
-            (Some(policy), _, _) => {
-                if rl.unlimited || !rl.unit.is_empty() {
-                    self.error(
-                        rl.line,
-                        format!("'{path}': tollgate_policy takes the place of unit, requests_per_unit and unlimited; give it alone"),
-                    );
-                    return None;
-                }
-                if !self.policies.is_some_and(|known| known(policy)) {
-                    self.error(
-                        rl.line,
-                        format!(
-                            "'{path}': tollgate_policy '{policy}' is no policy of the TOML config"
-                        ),
-                    );
-                    return None;
-                }
-                Limit::Policy(policy.clone())
-            }
+            (Some(name), _, _) => Limit::Policy(self.policy(rl, name, path)?),
             (None, true, Some(_)) => {
                 self.error(
                     rl.line,

@@ -47,6 +47,9 @@ pub(crate) struct DescriptorDoc {
 pub(crate) struct RateLimitDoc {
     pub(crate) line: usize,
     pub(crate) requests_per_unit: u32,
+    /// Whether `requests_per_unit` is written (0 and absent are alike for
+    /// ERL; beside `tollgate_policy` it is refused).
+    pub(crate) has_requests_per_unit: bool,
     pub(crate) unit: String,
     pub(crate) unlimited: bool,
     pub(crate) name: String,
@@ -210,7 +213,10 @@ impl Decoder<'_> {
         };
         for (key, value) in entries {
             match key.text().unwrap_or_default() {
-                "requests_per_unit" => doc.requests_per_unit = self.uint32(key, value),
+                "requests_per_unit" => {
+                    doc.requests_per_unit = self.uint32(key, value);
+                    doc.has_requests_per_unit = true;
+                }
                 "unit" => doc.unit = self.string(key, value),
                 "unlimited" => doc.unlimited = self.boolean(key, value),
                 "name" => doc.name = self.string(key, value),

@@ -11,7 +11,8 @@
 //! `LIMIT_LIMIT_HEADER`, `LIMIT_REMAINING_HEADER`, `LIMIT_RESET_HEADER`,
 //! `EXPIRATION_JITTER_MAX_SECONDS`, `NEAR_LIMIT_RATIO`, `BACKEND_TYPE`
 //! (redis), `GRPC_SERVER_USE_TLS`, `GRPC_SERVER_TLS_CERT`,
-//! `GRPC_SERVER_TLS_KEY`, `GRPC_CLIENT_TLS_CACERT`, `RESPONSE_DYNAMIC_METADATA`. `CONFIG_TYPE` and the
+//! `GRPC_SERVER_TLS_KEY`, `GRPC_CLIENT_TLS_CACERT`, `RESPONSE_DYNAMIC_METADATA`,
+//! `LOCAL_CACHE_SIZE_IN_BYTES` (see `local_cache`). `CONFIG_TYPE` and the
 //! xDS source's variables are read by `xds::read`.
 //!
 //! Refused (the service does not start) when set to what would change
@@ -71,11 +72,6 @@ pub(crate) const REFUSED: &[Refused] = &[
         |v| !v.is_empty(),
         "checking the client certificate's SAN is not supported",
     ),
-    (
-        "LOCAL_CACHE_SIZE_IN_BYTES",
-        |v| v != "0",
-        "the local over-limit cache is not supported",
-    ),
 ];
 
 /// A variable's name, the test of a value it is refused with, and why.
@@ -101,6 +97,8 @@ pub(crate) struct ErlEnv {
     pub(crate) ignore_dotfiles: bool,
     /// TLS on the gRPC server (`GRPC_SERVER_USE_TLS=true`).
     pub(crate) grpc_tls: Option<GrpcTls>,
+    /// `LOCAL_CACHE_SIZE_IN_BYTES`: 0 (the default) is no local cache.
+    pub(crate) local_cache_bytes: u64,
 }
 
 /// Reads the variables; every error found is returned.
@@ -150,6 +148,7 @@ pub(crate) fn read(
     });
     let prefix = parse("CACHE_KEY_PREFIX", "");
     let jitter = parse("EXPIRATION_JITTER_MAX_SECONDS", "300");
+    let cache_bytes = parse("LOCAL_CACHE_SIZE_IN_BYTES", "0");
     let ratio = parse("NEAR_LIMIT_RATIO", "0.8");
     let host = parse("HOST", "0.0.0.0");
     let port = parse("PORT", "8080");
@@ -158,6 +157,12 @@ pub(crate) fn read(
     let jitter_max_seconds = jitter.parse().unwrap_or_else(|_| {
         errors.push(format!(
             "EXPIRATION_JITTER_MAX_SECONDS={jitter}: not a whole number of seconds"
+        ));
+        0
+    });
+    let local_cache_bytes = cache_bytes.parse().unwrap_or_else(|_| {
+        errors.push(format!(
+            "LOCAL_CACHE_SIZE_IN_BYTES={cache_bytes}: not a whole number of bytes"
         ));
         0
     });
@@ -225,6 +230,7 @@ pub(crate) fn read(
             global_shadow,
             global_quota,
             headers,
+            ietf_headers: false,
             jitter_max_seconds,
             near_limit_ratio,
             dynamic_metadata,
@@ -235,6 +241,7 @@ pub(crate) fn read(
         config_dir,
         ignore_dotfiles,
         grpc_tls,
+        local_cache_bytes,
     })
 }
 
@@ -254,6 +261,7 @@ mod tests {
         assert!(e.redis.is_none() && e.config_dir.is_none() && e.ignore_dotfiles);
         assert_eq!(e.settings.jitter_max_seconds, 300);
         assert!(e.settings.headers.is_none() && !e.settings.global_shadow);
+        assert_eq!(e.local_cache_bytes, 0);
     }
 
     #[test]
@@ -273,6 +281,7 @@ mod tests {
             ("LIMIT_RESPONSE_HEADERS_ENABLED", "true"),
             ("LIMIT_RESET_HEADER", "X-Reset"),
             ("RESPONSE_DYNAMIC_METADATA", "true"),
+            ("LOCAL_CACHE_SIZE_IN_BYTES", "1048576"),
         ])
         .unwrap();
         assert_eq!(
@@ -281,6 +290,7 @@ mod tests {
                 "rediss://user:p%40ss@redis.ns:6379".to_string()
             ]))
         );
+        assert_eq!(e.local_cache_bytes, 1 << 20);
         assert_eq!(e.http.port(), 9080);
         assert_eq!(e.grpc, "127.0.0.1:8081".parse().unwrap());
         assert_eq!(e.config_dir, Some(PathBuf::from("/data/ratelimit/config")));
@@ -315,10 +325,17 @@ mod tests {
             ("REDIS_PERSECOND", "true"),
             ("SHADOW_MODE", "maybe"),
             ("PORT", "http"),
+            ("LOCAL_CACHE_SIZE_IN_BYTES", "1MB"),
         ])
         .unwrap_err();
-        assert_eq!(errors.len(), 4, "{errors:?}");
+        assert_eq!(errors.len(), 5, "{errors:?}");
         assert!(errors[0].starts_with("REDIS_PERSECOND=true"), "{errors:?}");
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.starts_with("LOCAL_CACHE_SIZE_IN_BYTES=1MB")),
+            "{errors:?}"
+        );
         // set to their harmless values, they are fine
         assert!(
             env(&[

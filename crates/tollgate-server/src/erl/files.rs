@@ -11,19 +11,19 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use super::config::{ErlConfig, PolicyNames};
+use super::config::{ErlConfig, PolicyLookup};
 use super::error::ConfigError;
 use super::{decode, keys, yaml};
 
 /// How deep directories are followed (symbolic links can make loops).
 const MAX_DEPTH: usize = 32;
 
-/// Loads the config at `path`. `policies` checks the names of the
+/// Loads the config at `path`. `policies` resolves the names of the
 /// `tollgate_policy` extension; `None` turns the extension off.
 pub(crate) fn load(
     path: &Path,
     ignore_dotfiles: bool,
-    policies: Option<PolicyNames<'_>>,
+    policies: Option<PolicyLookup<'_>>,
 ) -> Result<ErlConfig, Vec<ConfigError>> {
     let mut texts = Vec::new();
     let mut errors = Vec::new();
@@ -43,7 +43,7 @@ pub(crate) fn load(
 /// Builds a config from `(file name, contents)` pairs, in order.
 pub(crate) fn parse(
     texts: &[(String, String)],
-    policies: Option<PolicyNames<'_>>,
+    policies: Option<PolicyLookup<'_>>,
 ) -> Result<ErlConfig, Vec<ConfigError>> {
     let mut errors = Vec::new();
     let mut docs = Vec::new();

@@ -7,7 +7,11 @@
 //! checked descriptor trees), `files` (one file or a directory),
 //! `matcher` (a request descriptor's rule), `window` (units and
 //! epoch-aligned windows), `error`, `xds` (the config pushed by an xDS
-//! server instead of files).
+//! server instead of files), `policy` (rules decided by a tollgate
+//! policy, the `tollgate_policy` extension), `local_cache`
+//! (`LOCAL_CACHE_SIZE_IN_BYTES`), `headers` (ERL's or the IETF fields),
+//! `settings` (what every call shares), `reload` (the files and their
+//! reloading).
 
 mod config;
 mod counter;
@@ -16,17 +20,22 @@ mod env;
 mod error;
 mod files;
 mod grpc;
+mod headers;
 mod http;
 mod json;
 mod key;
 mod keys;
+mod local_cache;
 mod matcher;
 mod metadata;
 mod metric;
+mod policy;
 mod redis;
 mod redis_env;
+mod reload;
 pub(crate) mod serve;
 mod service;
+mod settings;
 mod state;
 mod stats;
 mod window;
@@ -36,10 +45,9 @@ mod yaml;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use config::ErlConfig;
 #[cfg(test)]
 pub(crate) use config::Limit;
-pub(crate) use error::ConfigError;
+pub(crate) use config::{ErlConfig, PolicyLookup};
 pub(crate) use files::load;
 #[cfg(test)]
 pub(crate) use window::Unit;

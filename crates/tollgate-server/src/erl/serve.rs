@@ -5,6 +5,14 @@
 //! config keeps the running one and logs why. With
 //! `CONFIG_TYPE=GRPC_XDS_SOTW` the config comes from an xDS server instead
 //! (see `xds`).
+//!
+//! With extensions (`--erl-extensions`, or `[erl] extensions = true` in
+//! the `--config` file), rules may name that file's policies
+//! (`tollgate_policy`); the policies decide on the store its `[store]`
+//! table describes, with ERL's Redis (`--redis`, `REDIS_URL`) in place of
+//! its servers when one is given. A change to either file reloads both
+//! together: the ERL files are checked against the new policies, and the
+//! pair is put in force whole or not at all.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -13,14 +21,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use metrics_exporter_prometheus::PrometheusBuilder;
-use tokio::signal::unix::{SignalKind, signal};
 
 use super::counter::{Counter, MemoryCounter};
 use super::env::{self, ErlEnv};
-use super::files::{self, Fingerprint};
+use super::local_cache::LocalCache;
 use super::redis::RedisCounter;
 use super::redis_env::RedisTarget;
+use super::reload::{Seen, Source};
 use super::state::ErlState;
+use crate::config::{Config, HeaderStyle};
 
 /// What the command line says over ERL's environment.
 #[derive(Debug, Clone, Default)]
@@ -29,25 +38,18 @@ pub(crate) struct Flags {
     pub(crate) listen: Option<SocketAddr>,
     pub(crate) grpc_listen: Option<SocketAddr>,
     pub(crate) redis: Vec<String>,
-}
-
-/// Where the config comes from, and how its directory is read.
-#[derive(Debug, Clone)]
-struct Source {
-    path: PathBuf,
-    ignore_dotfiles: bool,
-}
-
-impl Source {
-    fn load(&self) -> Result<super::ErlConfig, Vec<super::ConfigError>> {
-        files::load(&self.path, self.ignore_dotfiles, None)
-    }
+    /// The TOML config: its `[erl]` table, and with extensions its policies.
+    pub(crate) config: Option<PathBuf>,
+    /// `--erl-extensions`: rules may name the TOML's policies.
+    pub(crate) extensions: bool,
+    /// `--erl-headers`: which headers answers carry.
+    pub(crate) headers: Option<HeaderStyle>,
 }
 
 /// Where the config comes from: files (reloaded on change) or an xDS
 /// server (`CONFIG_TYPE=GRPC_XDS_SOTW`, followed for ever).
 enum Origin {
-    Files(Source, Fingerprint),
+    Files(Source, Seen),
     Xds(Box<super::xds::XdsSettings>),
 }
 
@@ -65,6 +67,26 @@ pub(crate) fn run(flags: Flags) -> i32 {
             return 2;
         }
     };
+    let toml = match flags.config.as_deref().map(Config::load).transpose() {
+        Ok(toml) => toml,
+        Err(errors) => {
+            for e in errors {
+                eprintln!("error: {e}");
+            }
+            return 2;
+        }
+    };
+    let erl = toml.as_ref().map(|c| c.erl.clone()).unwrap_or_default();
+    let extensions = flags.extensions || erl.extensions;
+    if extensions && toml.is_none() {
+        eprintln!(
+            "error: --erl-extensions needs --config FILE, the TOML config whose policies `tollgate_policy` names"
+        );
+        return 2;
+    }
+    let mut env = env;
+    env.settings.ietf_headers = flags.headers.or(erl.headers) == Some(HeaderStyle::Ietf);
+    let policies = toml.filter(|_| extensions);
     if let Some(xds) = xds {
         if flags.envoy_config.is_some() {
             eprintln!(
@@ -78,6 +100,7 @@ pub(crate) fn run(flags: Flags) -> i32 {
             env,
             Origin::Xds(Box::new(xds)),
             super::ErlConfig::default(),
+            policies,
         );
     }
     let Some(path) = flags
@@ -91,10 +114,11 @@ pub(crate) fn run(flags: Flags) -> i32 {
     let source = Source {
         path,
         ignore_dotfiles: env.ignore_dotfiles,
+        policies: flags.config.clone().filter(|_| extensions),
     };
     // Taken before the load, so that a change made while starting is seen.
-    let seen = files::fingerprint(&source.path, source.ignore_dotfiles);
-    let config = match source.load() {
+    let seen = source.seen();
+    let config = match source.load(policies.as_ref().map(|c| &c.policies)) {
         Ok(config) => config,
         Err(errors) => {
             for e in errors {
@@ -103,10 +127,16 @@ pub(crate) fn run(flags: Flags) -> i32 {
             return 2;
         }
     };
-    start(flags, env, Origin::Files(source, seen), config)
+    start(flags, env, Origin::Files(source, seen), config, policies)
 }
 
-fn start(flags: Flags, env: ErlEnv, origin: Origin, config: super::ErlConfig) -> i32 {
+fn start(
+    flags: Flags,
+    env: ErlEnv,
+    origin: Origin,
+    config: super::ErlConfig,
+    policies: Option<Config>,
+) -> i32 {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -117,25 +147,49 @@ fn start(flags: Flags, env: ErlEnv, origin: Origin, config: super::ErlConfig) ->
             return 1;
         }
     };
-    runtime.block_on(serve(flags, env, origin, config))
+    runtime.block_on(serve(flags, env, origin, config, policies))
 }
 
-async fn serve(flags: Flags, env: ErlEnv, origin: Origin, config: super::ErlConfig) -> i32 {
+async fn serve(
+    flags: Flags,
+    env: ErlEnv,
+    origin: Origin,
+    config: super::ErlConfig,
+    policies: Option<Config>,
+) -> i32 {
     let metrics = PrometheusBuilder::new().install_recorder().ok();
     let target = if flags.redis.is_empty() {
         env.redis.clone()
     } else {
         Some(RedisTarget::Urls(flags.redis.clone()))
     };
-    let (counter, store): (Arc<dyn Counter>, String) = match target {
+    let (counter, store): (Arc<dyn Counter>, String) = match &target {
         None => (Arc::new(MemoryCounter::default()), "memory".to_string()),
-        Some(target) => match RedisCounter::connect(&target).await {
+        Some(target) => match RedisCounter::connect(target).await {
             Ok(c) => (Arc::new(c), target.describe()),
             Err(e) => {
                 eprintln!("error: cannot connect to {}: {e}", target.describe());
                 return 1;
             }
         },
+    };
+    // With extensions, the policies' store: the TOML's `[store]`, on
+    // ERL's Redis when one is given.
+    let policy_store = match &policies {
+        None => None,
+        Some(toml) => {
+            let mut settings = toml.store.clone();
+            if let Some(target) = &target {
+                on_erls_redis(&mut settings, target);
+            }
+            match crate::store::build(&settings).await {
+                Ok(backend) => Some(backend),
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return 1;
+                }
+            }
+        }
     };
     let http_addr = flags.listen.unwrap_or(env.http);
     let grpc_addr = flags.grpc_listen.unwrap_or(env.grpc);
@@ -165,6 +219,26 @@ async fn serve(flags: Flags, env: ErlEnv, origin: Origin, config: super::ErlConf
         grpc.local_addr().map_or(grpc_addr, |a| a)
     );
     let _ = writeln!(out, "store: {store}");
+    if let Some(backend) = &policy_store {
+        let _ = writeln!(
+            out,
+            "extensions: tollgate_policy names the policies of {} on {}",
+            flags
+                .config
+                .as_deref()
+                .unwrap_or(std::path::Path::new(""))
+                .display(),
+            backend.describe()
+        );
+    }
+    if env.local_cache_bytes > 0 {
+        let _ = writeln!(
+            out,
+            "local cache: {} bytes, {} counters",
+            env.local_cache_bytes,
+            (env.local_cache_bytes / super::local_cache::BYTES_PER_KEY).max(1)
+        );
+    }
     let _ = match &origin {
         Origin::Files(source, _) => writeln!(
             out,
@@ -181,12 +255,12 @@ async fn serve(flags: Flags, env: ErlEnv, origin: Origin, config: super::ErlConf
     let _ = out.flush();
     drop(out);
 
-    let state = Arc::new(ErlState::new(
-        config,
-        env.settings.clone(),
-        counter,
-        metrics.clone(),
-    ));
+    let mut state = ErlState::new(config, env.settings.clone(), counter, metrics.clone())
+        .with_local_cache(LocalCache::with_bytes(env.local_cache_bytes));
+    if let Some(backend) = policy_store {
+        state = state.with_store(backend.store);
+    }
+    let state = Arc::new(state);
     if let Some(handle) = metrics {
         tokio::spawn(async move {
             loop {
@@ -196,7 +270,9 @@ async fn serve(flags: Flags, env: ErlEnv, origin: Origin, config: super::ErlConf
         });
     }
     match origin {
-        Origin::Files(source, seen) => tokio::spawn(reload_on_change(state.clone(), source, seen)),
+        Origin::Files(source, seen) => {
+            tokio::spawn(super::reload::reload_on_change(state.clone(), source, seen))
+        }
         Origin::Xds(xds) => tokio::spawn(super::xds::run(state.clone(), *xds)),
     };
     let (stop, stopping) = tokio::sync::watch::channel(false);
@@ -244,33 +320,24 @@ async fn serve(flags: Flags, env: ErlEnv, origin: Origin, config: super::ErlConf
     crate::serve::finish(http_result, grpc_result)
 }
 
-/// Reloads on SIGHUP and when a file changes, is added or goes (checked
-/// every second).
-async fn reload_on_change(state: Arc<ErlState>, source: Source, mut seen: Fingerprint) {
-    let Ok(mut hup) = signal(SignalKind::hangup()) else {
-        return;
-    };
-    loop {
-        tokio::select! {
-            _ = hup.recv() => {}
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {
-                if files::fingerprint(&source.path, source.ignore_dotfiles) == seen {
-                    continue;
-                }
-            }
+/// The policies' store settings on ERL's Redis: its servers (or sentinels
+/// and master) in place of those of the TOML's `[store]`.
+fn on_erls_redis(settings: &mut crate::config::StoreSettings, target: &RedisTarget) {
+    match target {
+        RedisTarget::Urls(urls) => {
+            settings.urls = urls.clone();
+            settings.master_name = None;
+            settings.master_auth = None;
         }
-        seen = files::fingerprint(&source.path, source.ignore_dotfiles);
-        match source.load() {
-            Ok(config) => {
-                tracing::info!(domains = ?config.domains(), "reloaded {}", source.path.display());
-                state.replace(config);
-            }
-            Err(errors) => {
-                metrics::counter!("tollgate_erl_config_load_errors_total").increment(1);
-                for e in errors {
-                    tracing::error!("reload refused, the running config stays: {e}");
-                }
-            }
+        RedisTarget::Sentinel {
+            master_name,
+            sentinels,
+            user,
+            password,
+        } => {
+            settings.urls = sentinels.clone();
+            settings.master_name = Some(master_name.clone());
+            settings.master_auth = password.clone().map(|p| (user.clone(), p));
         }
     }
 }

@@ -9,92 +9,54 @@
 //! 3. Every remaining fixed-window rule is counted, all in one round trip:
 //!    its hits (the descriptor's `hits_addend` when present, 0 meaning
 //!    "look without counting"; else the request's, 0 meaning 1) are added
-//!    whether or not the call, or this descriptor, is refused.
-//! 4. A rule is over when its window's count passes `requests_per_unit`;
-//!    `shadow_mode` rules answer `OK` anyway. The call is refused when a
-//!    non-quota descriptor is over, or when it has quota descriptors and
-//!    all of them are over. Global shadow mode then turns a refusal into
-//!    `OK`, the statuses unchanged.
+//!    whether or not the call, or this descriptor, is refused. A counter
+//!    the local cache holds as over (`LOCAL_CACHE_SIZE_IN_BYTES`) is not
+//!    sent: it is over until its window ends. A rule naming a tollgate
+//!    policy (`tollgate_policy`, see `policy`) is checked on the policy's
+//!    store at the same time, with the same hits as its cost.
+//! 4. A rule is over when its window's count passes `requests_per_unit`
+//!    (a policy's rule, when its policy denies); `shadow_mode` rules answer
+//!    `OK` anyway. The call is refused when a non-quota descriptor is
+//!    over, or when it has quota descriptors and all of them are over.
+//!    Global shadow mode then turns a refusal into `OK`, the statuses
+//!    unchanged.
+//! 5. The headers, when asked for: ERL's three from the status closest to
+//!    its limit, or the IETF fields with an item per limited descriptor
+//!    (`headers`).
 
-use envoy_types::pb::envoy::config::core::v3::HeaderValue;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
-use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
-    Code, DescriptorStatus, RateLimit,
-};
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use envoy_types::pb::google::protobuf::{Duration as ProtoDuration, Struct};
+use envoy_types::pb::google::protobuf::Struct;
+
+use tollgate::{Policy, Request, Store};
 
 use super::config::{ErlConfig, Limit};
 use super::counter::{Counter, Hit};
 use super::key::cache_key;
-use super::stats;
-use super::window::Unit;
+use super::local_cache::LocalCache;
+pub(crate) use super::settings::{CallError, HeaderNames, Settings};
+use super::window::{Unit, Window};
+use super::{headers, policy, stats};
 
-/// What the environment sets for every call.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Settings {
-    /// `CACHE_KEY_PREFIX`.
-    pub(crate) prefix: String,
-    /// `SHADOW_MODE`: a refused call answers `OK`.
-    pub(crate) global_shadow: bool,
-    /// `QUOTA_MODE`: every limited descriptor is a quota descriptor.
-    pub(crate) global_quota: bool,
-    /// `LIMIT_RESPONSE_HEADERS_ENABLED` and the three header names.
-    pub(crate) headers: Option<HeaderNames>,
-    /// `EXPIRATION_JITTER_MAX_SECONDS`.
-    pub(crate) jitter_max_seconds: u64,
-    /// `NEAR_LIMIT_RATIO` (stats only).
-    pub(crate) near_limit_ratio: f32,
-    /// `RESPONSE_DYNAMIC_METADATA`: the response carries the request's
-    /// descriptors and the passed rules' `metadata` (see `metadata`).
-    pub(crate) dynamic_metadata: bool,
-}
-
-/// The names of the three headers ERL adds when asked to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct HeaderNames {
-    pub(crate) limit: String,
-    pub(crate) remaining: String,
-    pub(crate) reset: String,
-}
-
-impl Default for HeaderNames {
-    fn default() -> Self {
-        HeaderNames {
-            limit: "RateLimit-Limit".to_string(),
-            remaining: "RateLimit-Remaining".to_string(),
-            reset: "RateLimit-Reset".to_string(),
-        }
-    }
-}
-
-/// Why a call has no answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum CallError {
-    /// The request is wrong (ERL's "service error": gRPC `UNKNOWN`, `/json` 400).
-    Request(String),
-    /// The counters could not be reached.
-    Store(String),
-}
-
-impl std::fmt::Display for CallError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CallError::Request(m) => f.write_str(m),
-            CallError::Store(m) => write!(f, "redis error: {m}"),
-        }
-    }
+/// How a matched descriptor is decided.
+enum Counted<'c> {
+    /// ERL's fixed window, on the counter `key`.
+    Window {
+        requests_per_unit: u32,
+        unit: Unit,
+        key: String,
+    },
+    /// tollgate's extension: the policy decides on its store, under `key`.
+    Policy { policy: &'c Policy, key: Vec<u8> },
 }
 
 /// A descriptor's limit after matching.
 struct Checked<'c> {
-    requests_per_unit: u32,
-    unit: Unit,
+    counted: Counted<'c>,
     name: &'c str,
     shadow: bool,
     quota: bool,
-    /// The counter's key.
-    key: String,
     /// The rule's path, and ERL's stats key when it holds request values.
     path: &'c str,
     descriptor: Option<String>,
@@ -102,14 +64,35 @@ struct Checked<'c> {
     hits: u64,
 }
 
+/// Where a call's descriptors are decided: ERL's counters, and, with
+/// extensions, the store of the policies `tollgate_policy` names; the
+/// local over-limit cache (`LOCAL_CACHE_SIZE_IN_BYTES`) when set.
+#[derive(Clone, Copy)]
+pub(crate) struct Deciders<'a> {
+    pub(crate) counter: &'a dyn Counter,
+    pub(crate) store: Option<&'a dyn Store>,
+    pub(crate) local_cache: Option<&'a LocalCache>,
+}
+
+impl<'a, C: Counter> From<&'a C> for Deciders<'a> {
+    fn from(counter: &'a C) -> Deciders<'a> {
+        Deciders {
+            counter,
+            store: None,
+            local_cache: None,
+        }
+    }
+}
+
 /// Answers one call at `now` (Unix seconds).
-pub(crate) async fn should_rate_limit(
+pub(crate) async fn should_rate_limit<'a>(
     config: &ErlConfig,
     settings: &Settings,
-    counter: &dyn Counter,
+    deciders: impl Into<Deciders<'a>>,
     now: u64,
     request: &RateLimitRequest,
 ) -> Result<RateLimitResponse, CallError> {
+    let deciders = deciders.into();
     if request.domain.is_empty() {
         return Err(CallError::Request(
             "rate limit domain must not be empty".into(),
@@ -147,12 +130,14 @@ pub(crate) async fn should_rate_limit(
                 unit.window_start(now),
             );
             found.push(Some(Checked {
-                requests_per_unit: o.requests_per_unit,
-                unit,
+                counted: Counted::Window {
+                    requests_per_unit: o.requests_per_unit,
+                    unit,
+                    key,
+                },
                 name: "",
                 shadow: false,
                 quota: false,
-                key,
                 path: domain,
                 descriptor: None,
                 metadata: None,
@@ -165,36 +150,36 @@ pub(crate) async fn should_rate_limit(
             continue;
         };
         replaced.extend(m.rule.replaces.iter().map(String::as_str));
-        let (requests_per_unit, unit) = match &m.rule.limit {
+        let counted = match &m.rule.limit {
             Limit::Fixed {
                 requests_per_unit,
                 unit,
-            } => (*requests_per_unit, *unit),
+            } => Counted::Window {
+                requests_per_unit: *requests_per_unit,
+                unit: *unit,
+                key: cache_key(
+                    &settings.prefix,
+                    domain,
+                    &entries,
+                    &m.shared,
+                    unit.window_start(now),
+                ),
+            },
             Limit::Unlimited => {
                 unlimited[i] = true;
                 found.push(None);
                 continue;
             }
-            Limit::Policy(name) => {
-                return Err(CallError::Request(format!(
-                    "descriptor {i}: tollgate_policy '{name}' needs extensions, which this service has off"
-                )));
-            }
+            Limit::Policy(policy) => Counted::Policy {
+                policy,
+                key: policy::key(domain, &entries, &m.shared),
+            },
         };
-        let key = cache_key(
-            &settings.prefix,
-            domain,
-            &entries,
-            &m.shared,
-            unit.window_start(now),
-        );
         found.push(Some(Checked {
-            requests_per_unit,
-            unit,
+            counted,
             name: &m.rule.name,
             shadow: m.rule.shadow_mode,
             quota: m.rule.quota_mode,
-            key,
             path: &m.rule.path,
             descriptor: config.metric_path(domain, &entries, &m),
             metadata: m.rule.metadata.as_ref(),
@@ -209,19 +194,49 @@ pub(crate) async fn should_rate_limit(
             *slot = None;
         }
     }
-    let hits: Vec<Hit<'_>> = found
+    // Counters already over in the local cache are answered here, unsent.
+    let cached: Vec<bool> = found
         .iter()
-        .flatten()
-        .map(|c| Hit {
-            key: &c.key,
-            hits: c.hits,
-            expire_seconds: c.unit.seconds() + jitter(settings.jitter_max_seconds),
+        .map(|slot| match (slot, deciders.local_cache) {
+            (
+                Some(Checked {
+                    counted: Counted::Window { key, .. },
+                    ..
+                }),
+                Some(cache),
+            ) => cache.is_over(key, now),
+            _ => false,
         })
         .collect();
-    let counts = counter.count(&hits).await.map_err(CallError::Store)?;
-    let mut counts = counts.into_iter();
+    let mut hits = Vec::new();
+    let mut requests = Vec::new();
+    for (c, _) in found.iter().zip(&cached).filter(|(_, cached)| !**cached) {
+        match c.as_ref().map(|c| (c, &c.counted)) {
+            Some((c, Counted::Window { unit, key, .. })) => hits.push(Hit {
+                key,
+                hits: c.hits,
+                expire_seconds: unit.seconds() + jitter(settings.jitter_max_seconds),
+            }),
+            Some((c, Counted::Policy { policy, key })) => {
+                requests.push(Request {
+                    policy,
+                    key,
+                    cost: c.hits,
+                });
+            }
+            None => {}
+        }
+    }
+    let (counts, decisions) = futures_util::future::join(
+        deciders.counter.count(&hits),
+        policy::decide(deciders.store, &requests),
+    )
+    .await;
+    let mut counts = counts.map_err(CallError::Store)?.into_iter();
+    let mut decisions = decisions?.into_iter();
 
     let mut statuses = Vec::with_capacity(n);
+    let mut ietf = Vec::new();
     let mut over_limit = 0;
     let (mut quota_total, mut quota_over) = (0, 0);
     let mut lowest: Option<(u32, usize)> = None;
@@ -240,43 +255,58 @@ pub(crate) async fn should_rate_limit(
                 ..Default::default()
             },
             Some(c) => {
-                let after = counts.next().unwrap_or(0);
-                stats::record(
-                    stats::Labels {
-                        domain,
-                        path: c.path,
-                        descriptor: c.descriptor.as_deref(),
-                    },
-                    c.requests_per_unit,
-                    after,
-                    c.hits,
-                    c.shadow,
-                    settings.near_limit_ratio,
-                );
-                let over = after > u64::from(c.requests_per_unit);
-                let remaining = if over {
-                    0
-                } else {
-                    u64::from(c.requests_per_unit) - after
+                let labels = stats::Labels {
+                    domain,
+                    path: c.path,
+                    descriptor: c.descriptor.as_deref(),
                 };
-                DescriptorStatus {
-                    code: if over && !c.shadow {
-                        Code::OverLimit
-                    } else {
-                        Code::Ok
-                    } as i32,
-                    current_limit: Some(RateLimit {
-                        name: c.name.to_string(),
-                        requests_per_unit: c.requests_per_unit,
-                        unit: c.unit as i32,
-                    }),
-                    limit_remaining: remaining as u32,
-                    duration_until_reset: Some(ProtoDuration {
-                        seconds: c.unit.until_reset(now) as i64,
-                        nanos: 0,
-                    }),
-                    quota: None,
+                let status = match &c.counted {
+                    Counted::Window {
+                        requests_per_unit,
+                        unit,
+                        key,
+                    } => {
+                        let window = Window {
+                            requests_per_unit: *requests_per_unit,
+                            unit: *unit,
+                            name: c.name,
+                        };
+                        if cached[i] {
+                            stats::over_in_local_cache(labels, c.hits, c.shadow);
+                            window.status(now, None, c.shadow)
+                        } else {
+                            let after = counts.next().unwrap_or(0);
+                            stats::record(
+                                labels,
+                                *requests_per_unit,
+                                after,
+                                c.hits,
+                                c.shadow,
+                                settings.near_limit_ratio,
+                            );
+                            if let Some(cache) = deciders.local_cache
+                                && after > u64::from(*requests_per_unit)
+                            {
+                                cache.over(key, now, unit.until_reset(now));
+                            }
+                            window.status(now, Some(after), c.shadow)
+                        }
+                    }
+                    Counted::Policy { policy, .. } => {
+                        let decision = decisions.next().flatten();
+                        stats::decided(
+                            labels,
+                            c.hits,
+                            decision.as_ref().is_none_or(|d| !d.allowed),
+                            c.shadow,
+                        );
+                        policy::status(policy, decision.as_ref(), c.shadow)
+                    }
+                };
+                if settings.ietf_headers {
+                    ietf.push((i, c.name, c.path, &c.counted));
                 }
+                status
             }
         };
         if status.current_limit.is_some() && lowest.is_none_or(|(r, _)| status.limit_remaining < r)
@@ -301,9 +331,31 @@ pub(crate) async fn should_rate_limit(
     if refused && settings.global_shadow {
         stats::global_shadow();
     }
-    let response_headers_to_add = match (&settings.headers, lowest) {
-        (Some(names), Some((_, i))) => headers(names, &statuses[i], now),
-        _ => Vec::new(),
+    let response_headers_to_add = if settings.ietf_headers {
+        headers::ietf(ietf.into_iter().map(|(i, name, path, counted)| {
+            let (label, quota, window) = match counted {
+                Counted::Window {
+                    requests_per_unit,
+                    unit,
+                    ..
+                } => (
+                    if name.is_empty() { path } else { name },
+                    u64::from(*requests_per_unit),
+                    unit.seconds(),
+                ),
+                Counted::Policy { policy, .. } => (
+                    policy.name(),
+                    policy.limit(),
+                    tollgate_tower::headers::ceil_secs(policy.time_span()).max(1),
+                ),
+            };
+            (label, quota, window, &statuses[i])
+        }))
+    } else {
+        match (&settings.headers, lowest) {
+            (Some(names), Some((_, i))) => headers::erl(names, &statuses[i]),
+            _ => Vec::new(),
+        }
     };
     let dynamic_metadata = settings.dynamic_metadata.then(|| {
         let passed = found
@@ -336,24 +388,4 @@ fn hits_of(request: &RateLimitRequest, d: &RateLimitDescriptor) -> u64 {
 
 fn jitter(max: u64) -> u64 {
     if max == 0 { 0 } else { fastrand::u64(0..max) }
-}
-
-/// ERL's three headers from the status closest to its limit.
-fn headers(names: &HeaderNames, status: &DescriptorStatus, now: u64) -> Vec<HeaderValue> {
-    let Some(limit) = &status.current_limit else {
-        return Vec::new();
-    };
-    let reset = Unit::from_proto(limit.unit).map_or(0, |u| u.until_reset(now));
-    [
-        (&names.limit, limit.requests_per_unit.to_string()),
-        (&names.remaining, status.limit_remaining.to_string()),
-        (&names.reset, reset.to_string()),
-    ]
-    .into_iter()
-    .map(|(key, value)| HeaderValue {
-        key: key.clone(),
-        value,
-        ..Default::default()
-    })
-    .collect()
 }

@@ -1,15 +1,18 @@
 //! What ERL mode's endpoints share: the config in force (swapped whole on
-//! reload), the environment's settings, the counters.
+//! reload), the environment's settings, the counters, the policies' store
+//! (extensions on) and the local over-limit cache.
 
 use std::sync::{Arc, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use metrics_exporter_prometheus::PrometheusHandle;
+use tollgate::Store;
 
 use super::config::ErlConfig;
 use super::counter::Counter;
-use super::service::{CallError, Settings, should_rate_limit};
+use super::local_cache::LocalCache;
+use super::service::{CallError, Deciders, Settings, should_rate_limit};
 
 /// ERL mode's shared state.
 #[derive(Debug)]
@@ -17,6 +20,10 @@ pub(crate) struct ErlState {
     config: RwLock<Arc<ErlConfig>>,
     pub(crate) settings: Settings,
     counter: Arc<dyn Counter>,
+    /// The store of the policies `tollgate_policy` names (extensions on).
+    store: Option<Arc<dyn Store>>,
+    /// `LOCAL_CACHE_SIZE_IN_BYTES`: counters known over, until their window ends.
+    local_cache: Option<LocalCache>,
     pub(crate) metrics: Option<PrometheusHandle>,
 }
 
@@ -31,8 +38,22 @@ impl ErlState {
             config: RwLock::new(Arc::new(config)),
             settings,
             counter,
+            store: None,
+            local_cache: None,
             metrics,
         }
+    }
+
+    /// Decides the rules naming a tollgate policy on `store`.
+    pub(crate) fn with_store(mut self, store: Arc<dyn Store>) -> ErlState {
+        self.store = Some(store);
+        self
+    }
+
+    /// Answers counters already over from `cache`.
+    pub(crate) fn with_local_cache(mut self, cache: Option<LocalCache>) -> ErlState {
+        self.local_cache = cache;
+        self
     }
 
     /// The config in force.
@@ -57,6 +78,11 @@ impl ErlState {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         let config = self.config();
-        should_rate_limit(&config, &self.settings, self.counter.as_ref(), now, request).await
+        let deciders = Deciders {
+            counter: self.counter.as_ref(),
+            store: self.store.as_deref(),
+            local_cache: self.local_cache.as_ref(),
+        };
+        should_rate_limit(&config, &self.settings, deciders, now, request).await
     }
 }

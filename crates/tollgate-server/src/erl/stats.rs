@@ -16,6 +16,20 @@ pub(crate) struct Labels<'a> {
     pub(crate) descriptor: Option<&'a str>,
 }
 
+impl Labels<'_> {
+    /// The labels as the `metrics` macros take them.
+    fn pairs(&self) -> Vec<(&'static str, String)> {
+        let mut labels = vec![
+            ("domain", self.domain.to_string()),
+            ("key", self.path.to_string()),
+        ];
+        if let Some(descriptor) = self.descriptor {
+            labels.push(("descriptor", descriptor.to_string()));
+        }
+        labels
+    }
+}
+
 /// Records one counted descriptor whose window now holds `after`.
 pub(crate) fn record(
     labels: Labels<'_>,
@@ -25,15 +39,7 @@ pub(crate) fn record(
     shadow: bool,
     near_ratio: f32,
 ) {
-    let Labels {
-        domain,
-        path,
-        descriptor,
-    } = labels;
-    let mut labels = vec![("domain", domain.to_string()), ("key", path.to_string())];
-    if let Some(descriptor) = descriptor {
-        labels.push(("descriptor", descriptor.to_string()));
-    }
+    let labels = labels.pairs();
     let limit = u64::from(limit);
     let before = after.saturating_sub(hits);
     let near = (f64::from(limit as f32 * near_ratio)).floor() as u64;
@@ -60,4 +66,32 @@ pub(crate) fn record(
 /// A refused call answered `OK` by `SHADOW_MODE`.
 pub(crate) fn global_shadow() {
     metrics::counter!("tollgate_erl_global_shadow_mode").increment(1);
+}
+
+/// A counter the local cache holds as over (`LOCAL_CACHE_SIZE_IN_BYTES`):
+/// all its hits are over, as ERL counts them, and also counted in
+/// `tollgate_erl_over_limit_with_local_cache`.
+pub(crate) fn over_in_local_cache(labels: Labels<'_>, hits: u64, shadow: bool) {
+    let labels = labels.pairs();
+    metrics::counter!("tollgate_erl_total_hits", &labels).increment(hits);
+    metrics::counter!("tollgate_erl_over_limit", &labels).increment(hits);
+    metrics::counter!("tollgate_erl_over_limit_with_local_cache", &labels).increment(hits);
+    if shadow {
+        metrics::counter!("tollgate_erl_shadow_mode", &labels).increment(hits);
+    }
+}
+
+/// A descriptor decided by a tollgate policy: its hits are within or over
+/// as the policy decided (near limit is the windows' notion, not counted).
+pub(crate) fn decided(labels: Labels<'_>, hits: u64, over: bool, shadow: bool) {
+    let labels = labels.pairs();
+    metrics::counter!("tollgate_erl_total_hits", &labels).increment(hits);
+    if over {
+        metrics::counter!("tollgate_erl_over_limit", &labels).increment(hits);
+        if shadow {
+            metrics::counter!("tollgate_erl_shadow_mode", &labels).increment(hits);
+        }
+    } else {
+        metrics::counter!("tollgate_erl_within_limit", &labels).increment(hits);
+    }
 }

@@ -4,6 +4,12 @@
 //! A window of a unit of `d` seconds is `[k·d, (k+1)·d)` in Unix seconds,
 //! UTC: weeks start on Thursday 00:00 (1970-01-01 was one), a month is a
 //! block of 30 days and a year one of 365, not calendar months or years.
+//! A rule's status in its window is `Window::status`.
+
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
+    Code, DescriptorStatus, RateLimit,
+};
+use envoy_types::pb::google::protobuf::Duration as ProtoDuration;
 
 /// A unit of `rate_limit.unit`, numbered as Envoy's
 /// `RateLimitResponse.RateLimit.Unit` (and `envoy.type.v3.RateLimitUnit`).
@@ -86,6 +92,41 @@ impl Unit {
     /// window's length.
     pub(crate) fn until_reset(self, now: u64) -> u64 {
         self.seconds() - now % self.seconds()
+    }
+}
+
+/// An ERL fixed-window rule, for its status.
+pub(crate) struct Window<'c> {
+    pub(crate) requests_per_unit: u32,
+    pub(crate) unit: Unit,
+    pub(crate) name: &'c str,
+}
+
+impl Window<'_> {
+    /// The status of a window now holding `after` (`None`: known over, from
+    /// the local cache); a shadow rule answers `OK` when over.
+    pub(crate) fn status(&self, now: u64, after: Option<u64>, shadow: bool) -> DescriptorStatus {
+        let limit = u64::from(self.requests_per_unit);
+        let remaining = after.map_or(0, |after| limit.saturating_sub(after));
+        let over = after.is_none_or(|after| after > limit);
+        DescriptorStatus {
+            code: if over && !shadow {
+                Code::OverLimit
+            } else {
+                Code::Ok
+            } as i32,
+            current_limit: Some(RateLimit {
+                name: self.name.to_string(),
+                requests_per_unit: self.requests_per_unit,
+                unit: self.unit as i32,
+            }),
+            limit_remaining: remaining as u32,
+            duration_until_reset: Some(ProtoDuration {
+                seconds: self.unit.until_reset(now) as i64,
+                nanos: 0,
+            }),
+            quota: None,
+        }
     }
 }
 

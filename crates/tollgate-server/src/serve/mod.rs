@@ -92,6 +92,16 @@ pub(crate) struct ServeArgs {
     /// `RUNTIME_SUBDIRECTORY` and `RUNTIME_APPDIRECTORY` say.
     #[arg(long)]
     erl: bool,
+    /// ERL mode: rules may name a policy of `--config` instead of a fixed
+    /// window (`rate_limit: {tollgate_policy: NAME}`). Same as `[erl]
+    /// extensions = true`.
+    #[arg(long, env = "TOLLGATE_ERL_EXTENSIONS")]
+    erl_extensions: bool,
+    /// ERL mode: the rate-limit headers answers carry: `erl` (ERL's three,
+    /// when `LIMIT_RESPONSE_HEADERS_ENABLED=true`) or `ietf` (the IETF
+    /// `RateLimit-Policy` and `RateLimit`, always). Same as `[erl] headers`.
+    #[arg(long, env = "TOLLGATE_ERL_HEADERS", value_enum)]
+    erl_headers: Option<config::HeaderStyle>,
 }
 
 fn load(args: &ServeArgs) -> Result<(Config, Option<PathBuf>), Vec<config::ConfigError>> {
@@ -140,7 +150,16 @@ pub(crate) fn run(args: ServeArgs) -> i32 {
             listen: args.listen,
             grpc_listen: args.grpc_listen,
             redis: whole_urls(args.redis),
+            config: args.config,
+            extensions: args.erl_extensions,
+            headers: args.erl_headers,
         });
+    }
+    if args.erl_extensions || args.erl_headers.is_some() {
+        eprintln!(
+            "error: --erl-extensions and --erl-headers are for ERL mode (--envoy-config PATH or --erl)"
+        );
+        return 2;
     }
     let (mut config, path) = match load(&args) {
         Ok(loaded) => loaded,

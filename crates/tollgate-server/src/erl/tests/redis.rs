@@ -8,10 +8,13 @@ use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use tollgate_testkit::RedisServer;
 
+use tollgate::store::redis::RedisStore;
+
 use crate::erl::files::parse;
+use crate::erl::local_cache::LocalCache;
 use crate::erl::redis::RedisCounter;
 use crate::erl::redis_env::RedisTarget;
-use crate::erl::service::{Settings, should_rate_limit};
+use crate::erl::service::{Deciders, Settings, should_rate_limit};
 
 const CONFIG: &str = "
 domain: api
@@ -105,4 +108,97 @@ async fn erl_and_tollgate_count_together_on_erls_keys() {
     .unwrap();
     assert_eq!(resp.overall_code, Code::OverLimit as i32);
     assert_eq!(server.cli(&["GET", &shared]), "6");
+}
+
+/// The middle of the present minute, so that a test stays in one window.
+fn mid_minute() -> u64 {
+    let wall = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    wall - wall % 60 + 30
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_local_cache_a_counter_over_its_limit_stops_moving_in_redis() {
+    let server = RedisServer::start();
+    let config = parse(&[("t.yaml".to_string(), CONFIG.to_string())], None).unwrap();
+    let settings = Settings::default();
+    let counter = RedisCounter::connect(&RedisTarget::Urls(vec![server.url()]))
+        .await
+        .unwrap();
+    let cache = LocalCache::with_bytes(64 * 1024);
+    let deciders = Deciders {
+        counter: &counter,
+        store: None,
+        local_cache: cache.as_ref(),
+    };
+    let now = mid_minute();
+    let key = format!("api_user_zoe_{}", now - now % 60);
+    let r = request("user", "zoe");
+    for _ in 0..10 {
+        let resp = should_rate_limit(&config, &settings, deciders, now, &r)
+            .await
+            .unwrap();
+        assert_eq!(resp.overall_code, Code::Ok as i32);
+    }
+    let resp = should_rate_limit(&config, &settings, deciders, now, &r)
+        .await
+        .unwrap();
+    assert_eq!(resp.overall_code, Code::OverLimit as i32);
+    assert_eq!(server.cli(&["GET", &key]), "11");
+    for _ in 0..5 {
+        let resp = should_rate_limit(&config, &settings, deciders, now, &r)
+            .await
+            .unwrap();
+        assert_eq!(resp.overall_code, Code::OverLimit as i32);
+    }
+    assert_eq!(
+        server.cli(&["GET", &key]),
+        "11",
+        "answered locally: no INCRBY"
+    );
+    // the next window is another counter, counted again
+    let resp = should_rate_limit(&config, &settings, deciders, now + 60, &r)
+        .await
+        .unwrap();
+    assert_eq!(resp.statuses[0].limit_remaining, 9);
+    let next = format!("api_user_zoe_{}", now - now % 60 + 60);
+    assert_eq!(server.cli(&["GET", &next]), "1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_rule_decides_on_tollgates_own_redis_keys() {
+    let server = RedisServer::start();
+    let config = super::extensions::with_policies(super::extensions::YAML).unwrap();
+    let settings = Settings::default();
+    let counter = RedisCounter::connect(&RedisTarget::Urls(vec![server.url()]))
+        .await
+        .unwrap();
+    let store = RedisStore::connect(&server.url()).await.unwrap();
+    let deciders = Deciders {
+        counter: &counter,
+        store: Some(&store),
+        local_cache: None,
+    };
+    let now = mid_minute();
+    let r = RateLimitRequest {
+        domain: "d".to_string(),
+        ..request("user", "alice")
+    };
+    for remaining in [2, 1, 0] {
+        let resp = should_rate_limit(&config, &settings, deciders, now, &r)
+            .await
+            .unwrap();
+        assert_eq!(resp.statuses[0].limit_remaining, remaining);
+    }
+    let resp = should_rate_limit(&config, &settings, deciders, now, &r)
+        .await
+        .unwrap();
+    assert_eq!(resp.overall_code, Code::OverLimit as i32);
+    let keys = server.cli(&["KEYS", "*"]);
+    assert!(
+        keys.lines().count() == 1 && keys.contains("{smooth:") && keys.contains("alice"),
+        "one key, in tollgate's layout: {keys}"
+    );
 }

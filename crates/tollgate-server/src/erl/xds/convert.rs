@@ -79,6 +79,7 @@ fn rate_limit(p: RateLimitPolicy) -> RateLimitDoc {
     RateLimitDoc {
         line: 0,
         requests_per_unit: p.requests_per_unit,
+        has_requests_per_unit: true,
         unit,
         unlimited: p.unlimited,
         name: p.name,

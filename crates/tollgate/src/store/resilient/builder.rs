@@ -141,7 +141,7 @@ impl ResilientStoreBuilder {
         }
         let deny_cache = self
             .deny_cache_threshold
-            .map(|t| DenyCache::new(t.as_micros() as u64, self.max_keys));
+            .map(|t| DenyCache::new(t, self.max_keys));
         Ok(ResilientStore {
             inner: Arc::new(Inner {
                 primary: self.primary,

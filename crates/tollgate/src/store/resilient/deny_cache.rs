@@ -11,6 +11,13 @@
 //! are never cached: a release anywhere frees a lease at once. The one
 //! thing the cache cannot see is a reset of the key through another
 //! instance; a reset through this store forgets the key here too.
+//!
+//! [`ResilientStore`](super::ResilientStore) keeps one in front of its
+//! primary store; it is public for callers that make their own store calls
+//! (`tollgate serve`'s ERL mode answers keys already over their window from
+//! one, as ERL's `LOCAL_CACHE_SIZE_IN_BYTES` does).
+
+use std::time::Duration;
 
 use hashbrown::HashMap;
 use parking_lot::Mutex;
@@ -31,17 +38,41 @@ struct Denial {
     remaining: u64,
 }
 
+/// Proven denials by (policy, key), each answered locally until its
+/// `retry_after` has passed. Times are µs on any clock the caller keeps
+/// (the same one for every call); at most `max_keys` keys are held.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::store::resilient::DenyCache;
+/// use tollgate::{Decision, Policy, Source};
+///
+/// let cache = DenyCache::new(Duration::ZERO, 1_000);
+/// let p = Policy::fixed_window("books", 10, Duration::from_secs(60))?;
+/// // The store denied a cost of 1 at t = 5 s, retry in 55 s.
+/// let denied = Decision::from_micros(false, 10, 0, 55_000_000, 55_000_000, 0);
+/// cache.remember(&p, b"user-42", 1, &denied, 5_000_000);
+/// let hit = cache.lookup(&p, b"user-42", 1, 6_000_000).unwrap();
+/// assert_eq!((hit.allowed, hit.source), (false, Source::Cache));
+/// assert_eq!(hit.retry_after, Duration::from_secs(54));
+/// assert!(cache.lookup(&p, b"user-42", 1, 60_000_000).is_none(), "over at the retry");
+/// # Ok::<(), tollgate::Error>(())
+/// ```
 #[derive(Debug)]
-pub(crate) struct DenyCache {
+pub struct DenyCache {
     threshold: u64,
     max_keys: usize,
     denials: Mutex<HashMap<StoredKey, Denial>>,
 }
 
 impl DenyCache {
-    pub(crate) fn new(threshold_micros: u64, max_keys: usize) -> DenyCache {
+    /// A cache of the denials whose `retry_after` is at least `threshold`
+    /// (shorter ones are not worth a lookup), holding at most `max_keys`
+    /// keys: when full, expired denials are dropped, and a new key waits
+    /// for room.
+    pub fn new(threshold: Duration, max_keys: usize) -> DenyCache {
         DenyCache {
-            threshold: threshold_micros,
+            threshold: threshold.as_micros() as u64,
             max_keys,
             denials: Mutex::new(HashMap::new()),
         }
@@ -49,18 +80,19 @@ impl DenyCache {
 
     /// How many keys have a denial remembered (expired ones included until
     /// a lookup or the cap drops them).
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.denials.lock().len()
     }
 
-    /// A denial of `cost` at `now`, if one is proven.
-    pub(crate) fn lookup(
-        &self,
-        policy: &Policy,
-        key: &[u8],
-        cost: u64,
-        now: u64,
-    ) -> Option<Decision> {
+    /// Whether no key has a denial remembered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A denial of `cost` at `now`, if one is proven: a remembered denial
+    /// of at most `cost` on the same key and algorithm, whose retry is
+    /// later than `now`. A cost of 0 (a peek) is never answered here.
+    pub fn lookup(&self, policy: &Policy, key: &[u8], cost: u64, now: u64) -> Option<Decision> {
         if cost == 0 {
             return None;
         }
@@ -88,15 +120,9 @@ impl DenyCache {
     }
 
     /// Remembers `decision`, the store's answer to a check of `cost` sent
-    /// at `sent` (local µs).
-    pub(crate) fn remember(
-        &self,
-        policy: &Policy,
-        key: &[u8],
-        cost: u64,
-        decision: &Decision,
-        sent: u64,
-    ) {
+    /// at `sent`, when it is a denial worth remembering (not of a
+    /// concurrency policy, nor of a peek).
+    pub fn remember(&self, policy: &Policy, key: &[u8], cost: u64, decision: &Decision, sent: u64) {
         let retry = decision.retry_after.as_micros() as u64;
         if decision.allowed
             || cost == 0
@@ -132,7 +158,8 @@ impl DenyCache {
         denials.insert(StoredKey::new(k), denial);
     }
 
-    pub(crate) fn forget(&self, policy: &Policy, key: &[u8]) {
+    /// Forgets the denial of `key` under `policy` (after a reset).
+    pub fn forget(&self, policy: &Policy, key: &[u8]) {
         self.denials.lock().remove(&KeyRef::new(policy, key));
     }
 }
@@ -140,11 +167,10 @@ impl DenyCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn denies_larger_costs_until_the_retry_and_nothing_else() {
-        let cache = DenyCache::new(1_000, 16);
+        let cache = DenyCache::new(Duration::from_millis(1), 16);
         let p = Policy::fixed_window("p", 10, Duration::from_secs(1)).unwrap();
         let denied = Decision::from_micros(false, 10, 2, 500_000, 500_000, 0);
         cache.remember(&p, b"k", 3, &denied, 1_000_000);

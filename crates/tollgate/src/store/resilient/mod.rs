@@ -16,7 +16,7 @@ use self::attempt::Attempt;
 use self::breaker::Breaker;
 pub use self::breaker::BreakerState;
 pub use self::builder::ResilientStoreBuilder;
-use self::deny_cache::DenyCache;
+pub use self::deny_cache::DenyCache;
 use self::fallback::Fallback;
 pub use self::on_failure::OnFailure;
 use self::probe::Probe;
