@@ -95,13 +95,13 @@ pub(crate) fn run(flags: Flags) -> i32 {
             return 2;
         }
         // Until the server's first push, no domain has a config.
-        return start(
+        return start(Start {
             flags,
             env,
-            Origin::Xds(Box::new(xds)),
-            super::ErlConfig::default(),
+            origin: Origin::Xds(Box::new(xds)),
+            config: super::ErlConfig::default(),
             policies,
-        );
+        });
     }
     let Some(path) = flags
         .envoy_config
@@ -127,16 +127,28 @@ pub(crate) fn run(flags: Flags) -> i32 {
             return 2;
         }
     };
-    start(flags, env, Origin::Files(source, seen), config, policies)
+    start(Start {
+        flags,
+        env,
+        origin: Origin::Files(source, seen),
+        config,
+        policies,
+    })
 }
 
-fn start(
+/// What the service starts with, once the command line, the environment
+/// and the files are read.
+struct Start {
     flags: Flags,
     env: ErlEnv,
     origin: Origin,
+    /// The config in force at start (empty until xDS pushes one).
     config: super::ErlConfig,
+    /// With extensions, the TOML config whose policies rules name.
     policies: Option<Config>,
-) -> i32 {
+}
+
+fn start(start: Start) -> i32 {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -147,16 +159,17 @@ fn start(
             return 1;
         }
     };
-    runtime.block_on(serve(flags, env, origin, config, policies))
+    runtime.block_on(serve(start))
 }
 
-async fn serve(
-    flags: Flags,
-    env: ErlEnv,
-    origin: Origin,
-    config: super::ErlConfig,
-    policies: Option<Config>,
-) -> i32 {
+async fn serve(start: Start) -> i32 {
+    let Start {
+        flags,
+        env,
+        origin,
+        config,
+        policies,
+    } = start;
     let metrics = PrometheusBuilder::new().install_recorder().ok();
     let target = if flags.redis.is_empty() {
         env.redis.clone()

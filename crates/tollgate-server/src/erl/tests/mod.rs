@@ -7,3 +7,13 @@ mod metadata;
 mod redis;
 mod service;
 mod validate;
+
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
+
+/// An answer's `response_headers_to_add` as (name, value) pairs.
+fn header_pairs(r: &RateLimitResponse) -> Vec<(&str, &str)> {
+    r.response_headers_to_add
+        .iter()
+        .map(|h| (h.key.as_str(), h.value.as_str()))
+        .collect()
+}

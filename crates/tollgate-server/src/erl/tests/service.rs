@@ -375,11 +375,7 @@ async fn headers_name_the_descriptor_closest_to_its_limit() {
         ],
     );
     let resp = h.call(&r).await;
-    let headers: Vec<(&str, &str)> = resp
-        .response_headers_to_add
-        .iter()
-        .map(|h| (h.key.as_str(), h.value.as_str()))
-        .collect();
+    let headers = super::header_pairs(&resp);
     assert_eq!(
         headers,
         [
