@@ -77,7 +77,8 @@ impl Unsettled {
 /// dropped, which is all a store answering without waiting (the memory
 /// store) needs, and otherwise goes on as a task spawned on the tokio
 /// runtime of that thread. A settle that cannot be made (the store fails,
-/// or there is no runtime) is logged at `warn` and counted in
+/// there is no runtime, or the runtime drops the task as it shuts down)
+/// is logged at `warn` and counted in
 /// `tollgate_settle_failures_total`; the key then keeps what its check
 /// took.
 pub(crate) struct Settlement {
@@ -122,8 +123,12 @@ impl Drop for Settlement {
             return;
         };
         let store = self.store.clone();
-        let mut settling: BoxFuture<'static, ()> =
-            Box::pin(async move { settle(&*store, &charged, actual).await });
+        let unsettled = Unsent {
+            charged,
+            next: 0,
+            actual,
+        };
+        let mut settling: BoxFuture<'static, ()> = Box::pin(settle(store, unsettled));
         // A store that answers without waiting (the memory store) settles
         // here and now; one that waits (Redis) goes on in a task, which
         // polls the future again with its own waker. Polling a future with
@@ -135,16 +140,38 @@ impl Drop for Settlement {
     }
 }
 
+/// The limits a settle has still to settle. Dropped before the last (the
+/// runtime shut down and dropped the task), it reports every one left as
+/// failed, so that no settle is lost without a word.
+struct Unsent {
+    charged: Vec<Charged>,
+    next: usize,
+    actual: u64,
+}
+
+impl Drop for Unsent {
+    fn drop(&mut self) {
+        for c in self.charged.get(self.next..).unwrap_or_default() {
+            failed(
+                c,
+                self.actual,
+                &"the settle was dropped before it ran (the runtime shut down)",
+            );
+        }
+    }
+}
+
 /// Settles every limit in turn (each settle is one atomic step of its own;
 /// a settle never denies, so there is nothing to keep all-or-nothing).
-async fn settle(store: &dyn Store, charged: &[Charged], actual: u64) {
-    for c in charged {
-        if let Err(e) = store
-            .settle(&c.policy, c.key.as_bytes(), c.units, actual)
-            .await
-        {
-            failed(c, actual, &e);
+async fn settle(store: Arc<dyn Store>, mut unsent: Unsent) {
+    while let Some(c) = unsent.charged.get(unsent.next) {
+        let settled = store
+            .settle(&c.policy, c.key.as_bytes(), c.units, unsent.actual)
+            .await;
+        if let Err(e) = settled {
+            failed(c, unsent.actual, &e);
         }
+        unsent.next += 1;
     }
 }
 
