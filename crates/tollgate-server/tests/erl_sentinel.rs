@@ -125,3 +125,60 @@ fn counts_on_the_master_the_sentinels_name_and_follows_a_failover() {
     assert_eq!(counted(new), 1001 - remaining);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_rule_naming_a_tollgate_policy_decides_on_the_same_master() {
+    let topology = RedisSentinel::builder().password("s3cret").start();
+    let dir = temp_dir();
+    std::fs::create_dir_all(dir.join("erl")).unwrap();
+    std::fs::write(
+        dir.join("erl/edge.yaml"),
+        "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {tollgate_policy: per-user}\n",
+    )
+    .unwrap();
+    let toml = dir.join("tollgate.toml");
+    std::fs::write(
+        &toml,
+        "[[policy]]\nname = \"per-user\"\nalgorithm = \"sliding_window\"\nlimit = 2\nwindow = \"1h\"\n",
+    )
+    .unwrap();
+    let sentinels: Vec<String> = topology
+        .sentinels()
+        .iter()
+        .map(|s| s.addr().to_string())
+        .collect();
+    let url = format!("{},{}", topology.master_name(), sentinels.join(","));
+    let (erl, toml) = (
+        dir.join("erl").display().to_string(),
+        toml.display().to_string(),
+    );
+    let svc = Service::run(
+        &[
+            "serve",
+            "--envoy-config",
+            &erl,
+            "--erl-extensions",
+            "--config",
+            &toml,
+            "--listen",
+            "127.0.0.1:0",
+            "--grpc-listen",
+            "127.0.0.1:0",
+        ],
+        &[
+            ("REDIS_TYPE", "sentinel"),
+            ("REDIS_URL", &url),
+            ("REDIS_AUTH", "s3cret"),
+        ],
+    );
+    let call = r#"{"domain":"edge","descriptors":[{"entries":[{"key":"user","value":"ann"}]}]}"#;
+    let status = |raw: String| raw.split(' ').nth(1).unwrap_or("").to_string();
+    assert_eq!(status(svc.request("POST", "/json", call)), "200");
+    assert_eq!(status(svc.request("POST", "/json", call)), "200");
+    assert_eq!(status(svc.request("POST", "/json", call)), "429");
+    // the policy's own key, on the master the sentinels name (with the
+    // master's password from REDIS_AUTH)
+    let keys = topology.master().cli(&["KEYS", "*per-user*"]);
+    assert_eq!(keys.lines().count(), 1, "{keys}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -194,23 +194,25 @@ pub(crate) async fn should_rate_limit<'a>(
             *slot = None;
         }
     }
-    // Counters already over in the local cache are answered here, unsent.
-    let cached: Vec<bool> = found
-        .iter()
-        .map(|slot| match (slot, deciders.local_cache) {
-            (
+    // Counters already over in the local cache are answered here, unsent
+    // (without a cache, nothing is allocated).
+    let cached: Vec<bool> = match deciders.local_cache {
+        None => Vec::new(),
+        Some(cache) => found
+            .iter()
+            .map(|slot| match slot {
                 Some(Checked {
                     counted: Counted::Window { key, .. },
                     ..
-                }),
-                Some(cache),
-            ) => cache.is_over(key, now),
-            _ => false,
-        })
-        .collect();
+                }) => cache.is_over(key, now),
+                _ => false,
+            })
+            .collect(),
+    };
+    let is_cached = |i: usize| cached.get(i).copied().unwrap_or(false);
     let mut hits = Vec::new();
     let mut requests = Vec::new();
-    for (c, _) in found.iter().zip(&cached).filter(|(_, cached)| !**cached) {
+    for (_, c) in found.iter().enumerate().filter(|(i, _)| !is_cached(*i)) {
         match c.as_ref().map(|c| (c, &c.counted)) {
             Some((c, Counted::Window { unit, key, .. })) => hits.push(Hit {
                 key,
@@ -271,7 +273,7 @@ pub(crate) async fn should_rate_limit<'a>(
                             unit: *unit,
                             name: c.name,
                         };
-                        if cached[i] {
+                        if is_cached(i) {
                             stats::over_in_local_cache(labels, c.hits, c.shadow);
                             window.status(now, None, c.shadow)
                         } else {
