@@ -12,7 +12,8 @@
 //! the next one's growth (set `TOLLGATE_BENCH_NO_BYTES=1` to skip that,
 //! for example under a profiler). `-- --paired` compares the keyed rows
 //! with governor's in alternating batches instead (see [`paired`]), and
-//! `-- --usage` the usage operations with `check` (see [`usage`]).
+//! `-- --usage` the usage operations with `check` (see [`usage`]; add
+//! `--instructions` to count instructions under callgrind instead).
 //!
 //! Kept whole on purpose: one benchmark, whose figures are compared with governor's in the same run.
 
@@ -31,6 +32,8 @@ use tollgate::{Algorithm, DirectLimiter, ManualClock, Policy, Usage};
 
 const MANY: usize = 1_000_000;
 const MEMORY_PROBE: &str = "TOLLGATE_BENCH_BYTES_PER_KEY";
+/// Set in the child processes of `-- --usage --instructions`.
+const USAGE_CALLS: &str = "TOLLGATE_BENCH_USAGE_CALLS";
 
 fn policies() -> Vec<(&'static str, Policy)> {
     let hour = Duration::from_secs(3600);
@@ -368,14 +371,51 @@ fn paired(only: Option<&str>) {
     }
 }
 
+/// An operation of `-- --usage`, named, as one call.
+type UsageOp<'a> = (&'static str, Box<dyn Fn() + 'a>);
+
+/// The four operations `-- --usage` compares, each of cost 1 on a key of
+/// its own: `check`, `charge` and `check_at_most` as the hot key of the
+/// criterion rows, `refund` on a key charged deep into debt first (see
+/// [`prepare`]), so that every refund has something to give back.
+fn usage_ops<'a>(
+    store: &'a MemoryStore,
+    policy: &'a Policy,
+) -> [UsageOp<'a>; 4] {
+    let op = move |key: &'static [u8], op: Usage| {
+        Box::new(move || {
+            black_box(store.usage_sync(policy, key, op, 1).unwrap());
+        }) as Box<dyn Fn() + 'a>
+    };
+    [
+        (
+            "check",
+            Box::new(move || {
+                black_box(store.check_sync(policy, b"check", 1).unwrap());
+            }),
+        ),
+        ("charge", op(b"charge", Usage::Charge)),
+        ("refund", op(b"refund", Usage::Refund)),
+        ("check_at_most", op(b"at_most", Usage::AtMost)),
+    ]
+}
+
+/// Before a batch of `op`: `refund`'s key charged deep into debt.
+fn prepare(store: &MemoryStore, policy: &Policy, op: &str) {
+    if op == "refund" {
+        let debt = tollgate::algorithm::MAX_USAGE_COST;
+        store
+            .usage_sync(policy, b"refund", Usage::Charge, debt)
+            .unwrap();
+    }
+}
+
 /// `-- --usage`: `charge`, `refund` and `check_at_most` beside `check` on
-/// every rate algorithm, one hot key, one thread, in short alternating
-/// batches (each round in a new order); ns per call, the median of the
-/// rounds, and the median of each round's ratio to `check`. Each operation
-/// has a key of its own: `check`, `charge` and `check_at_most` (of 1) as
-/// the hot key of the criterion rows, `refund` (of 1) on a key charged
-/// deep into debt before each of its batches (untimed), so that every
-/// refund has something to give back.
+/// every rate algorithm (see [`usage_ops`]), one hot key, one thread, in
+/// short alternating batches (each round in a new order); ns per call,
+/// the median of the rounds, and the median of each round's ratio to
+/// `check`. `-- --usage --instructions` counts instructions per call
+/// instead (see [`usage_instructions`]).
 fn usage() {
     const ROUNDS: usize = 15;
     const BATCH: u64 = 400_000;
@@ -387,42 +427,12 @@ fn usage() {
             continue;
         }
         let store = MemoryStore::builder().max_keys(2 * MANY).build();
-        let ops: [(&str, &dyn Fn()); 4] = [
-            ("check", &|| {
-                black_box(store.check_sync(&policy, b"check", 1).unwrap());
-            }),
-            ("charge", &|| {
-                black_box(
-                    store
-                        .usage_sync(&policy, b"charge", Usage::Charge, 1)
-                        .unwrap(),
-                );
-            }),
-            ("refund", &|| {
-                black_box(
-                    store
-                        .usage_sync(&policy, b"refund", Usage::Refund, 1)
-                        .unwrap(),
-                );
-            }),
-            ("check_at_most", &|| {
-                black_box(
-                    store
-                        .usage_sync(&policy, b"at_most", Usage::AtMost, 1)
-                        .unwrap(),
-                );
-            }),
-        ];
+        let ops = usage_ops(&store, &policy);
         let mut times: Vec<Vec<f64>> = vec![Vec::new(); ops.len()];
         for round in 0..ROUNDS {
             for turn in 0..ops.len() {
                 let which = (turn + round) % ops.len();
-                if ops[which].0 == "refund" {
-                    let debt = tollgate::algorithm::MAX_USAGE_COST;
-                    store
-                        .usage_sync(&policy, b"refund", Usage::Charge, debt)
-                        .unwrap();
-                }
+                prepare(&store, &policy, ops[which].0);
                 let start = Instant::now();
                 for _ in 0..BATCH {
                     ops[which].1();
@@ -447,9 +457,94 @@ fn usage() {
     }
 }
 
+/// How many calls `-- --usage --instructions` counts per operation.
+const COUNTED_CALLS: u64 = 100_000;
+
+/// `-- --usage --instructions`: the instructions per call of each
+/// operation of [`usage_ops`], counted by callgrind (needs valgrind) in a
+/// child process of this benchmark per algorithm and operation, inside
+/// [`counted`] only: repeatable where timings on a shared machine are not.
+fn usage_instructions() {
+    let exe = std::env::current_exe().expect("the benchmark's own path");
+    let dir =
+        std::env::temp_dir().join(format!("tollgate-memory-callgrind-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    println!(
+        "usage: instructions per call (callgrind, {COUNTED_CALLS} calls on one hot key after 1,000 uncounted)"
+    );
+    for (name, policy) in policies() {
+        if matches!(policy.algorithm(), Algorithm::Concurrency(_)) {
+            continue;
+        }
+        let mut line = format!("  {name}:");
+        let mut check = 0.0;
+        for op in ["check", "charge", "refund", "check_at_most"] {
+            let out = dir.join(format!("{}-{op}", policy.name()));
+            let status = std::process::Command::new("valgrind")
+                .args([
+                    "--tool=callgrind",
+                    "--collect-atstart=no",
+                    "--toggle-collect=*counted*",
+                ])
+                .arg(format!("--callgrind-out-file={}", out.display()))
+                .arg(&exe)
+                .env(USAGE_CALLS, format!("{}:{op}", policy.name()))
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .expect("valgrind (package valgrind)");
+            assert!(status.success(), "callgrind on {name} {op}: {status}");
+            let text = std::fs::read_to_string(&out).unwrap();
+            let total: f64 = text
+                .lines()
+                .find_map(|l| l.strip_prefix("totals: "))
+                .and_then(|t| t.trim().parse().ok())
+                .expect("a callgrind total");
+            let per_call = total / COUNTED_CALLS as f64;
+            if op == "check" {
+                check = per_call;
+                line += &format!(" check {per_call:.0}");
+            } else {
+                line += &format!(", {op} {per_call:.0} (ratio {:.2})", per_call / check);
+            }
+        }
+        println!("{line}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The child of [`usage_instructions`]: `policy:op` from [`USAGE_CALLS`].
+fn usage_calls(which: &str) {
+    let (name, op) = which.split_once(':').expect("policy:op");
+    let (_, policy) = policies()
+        .into_iter()
+        .find(|(_, p)| p.name() == name)
+        .expect("a policy of the benchmark");
+    let store = MemoryStore::builder().max_keys(2 * MANY).build();
+    let ops = usage_ops(&store, &policy);
+    let (_, f) = ops.iter().find(|(o, _)| *o == op).expect("an operation");
+    prepare(&store, &policy, op);
+    for _ in 0..1_000 {
+        f();
+    }
+    counted(f.as_ref(), COUNTED_CALLS);
+}
+
+/// The calls callgrind counts (its `--toggle-collect`).
+#[inline(never)]
+fn counted(f: &dyn Fn(), calls: u64) {
+    for _ in 0..calls {
+        f();
+    }
+}
+
 fn main() {
     if let Ok(name) = std::env::var(MEMORY_PROBE) {
         bytes_per_key(&name);
+        return;
+    }
+    if let Ok(which) = std::env::var(USAGE_CALLS) {
+        usage_calls(&which);
         return;
     }
     let args: Vec<String> = std::env::args().collect();
@@ -460,7 +555,11 @@ fn main() {
         return;
     }
     if args.iter().any(|a| a == "--usage") {
-        usage();
+        if args.iter().any(|a| a == "--instructions") {
+            usage_instructions();
+        } else {
+            usage();
+        }
         return;
     }
     let probing = std::env::var_os("TOLLGATE_BENCH_NO_BYTES").is_none();

@@ -280,6 +280,7 @@ impl Policy {
     /// Checks a usage operation: concurrency policies have no usage to
     /// charge, and a cost above [`MAX_USAGE_COST`] (2^52) is refused,
     /// naming the field (`max_cost` for [`Usage::AtMost`], else `cost`).
+    #[inline]
     pub fn validate_usage(&self, op: Usage, cost: u64) -> Result<()> {
         self.require_rate(op.as_str())?;
         if cost > MAX_USAGE_COST {

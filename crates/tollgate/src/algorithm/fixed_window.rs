@@ -191,6 +191,7 @@ impl FixedWindow {
     }
 
     /// [`charge`](Self::charge), times in whole microseconds.
+    #[inline]
     pub(crate) fn charge_micros(
         &self,
         state: &mut FixedWindowState,
@@ -209,6 +210,7 @@ impl FixedWindow {
     }
 
     /// [`refund`](Self::refund), times in whole microseconds.
+    #[inline]
     pub(crate) fn refund_micros(
         &self,
         state: &mut FixedWindowState,
@@ -222,6 +224,7 @@ impl FixedWindow {
 
     /// The verdict of a charge or refund that left `count`: `retry_after`
     /// is when a request of cost 1 would pass.
+    #[inline]
     fn after_usage(&self, count: u64, until_end: u64, allowed: bool) -> Verdict {
         Verdict {
             allowed,

@@ -194,6 +194,7 @@ impl Gcra {
     }
 
     /// A charge or a refund, times in whole microseconds.
+    #[inline]
     pub(crate) fn usage_micros(
         &self,
         state: &mut GcraState,

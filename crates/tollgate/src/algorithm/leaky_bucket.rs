@@ -162,6 +162,7 @@ impl LeakyBucket {
     }
 
     /// A charge or a refund, times in whole microseconds.
+    #[inline]
     pub(crate) fn usage_micros(
         &self,
         state: &mut LeakyBucketState,

@@ -190,6 +190,7 @@ impl Algorithm {
 
     /// [`usage`](Self::usage), times in whole microseconds, with what was
     /// granted.
+    #[inline]
     pub(crate) fn usage_micros(
         &self,
         state: &mut State,
@@ -201,37 +202,49 @@ impl Algorithm {
             *state = self.fresh_state();
         }
         if op == Usage::AtMost {
-            // What a check could admit now is what a peek leaves; the
-            // grant is then a check that fits, or, when nothing is left, a
-            // check of 1 that is denied with its retry.
-            let available = self.decide_micros(state, now, 0, 0).remaining;
-            let granted = cost.min(available);
-            let ask = if granted == 0 { cost.min(1) } else { granted };
+            // A check of all of it (no more than the limit, which is all
+            // a check may ask), which is all there is to do when it fits
+            // (the common case: one pass, as a check). Denied, it
+            // consumed nothing and its `remaining` is what a peek leaves
+            // (less than the cost): the grant is then a check of that, or,
+            // when nothing is left, a check of 1, denied with its retry
+            // (the first check's own when the cost was 1, or 0).
+            let most = cost.min(self.limit().0);
+            let whole = self.decide_micros(state, now, most, 0);
+            if whole.allowed {
+                return (whole, most);
+            }
+            let granted = most.min(whole.remaining);
+            if granted == 0 && cost <= 1 {
+                return (whole, 0);
+            }
+            let ask = if granted == 0 { 1 } else { granted };
             return (self.decide_micros(state, now, ask, 0), granted);
         }
-        let charge = op == Usage::Charge;
-        let verdict = match (self, state) {
-            (Algorithm::FixedWindow(a), State::FixedWindow(s)) if charge => {
+        let verdict = match (self, state, op) {
+            (Algorithm::FixedWindow(a), State::FixedWindow(s), Usage::Charge) => {
                 a.charge_micros(s, now, cost)
             }
-            (Algorithm::FixedWindow(a), State::FixedWindow(s)) => a.refund_micros(s, now, cost),
-            (Algorithm::SlidingWindow(a), State::SlidingWindow(s)) if charge => {
+            (Algorithm::FixedWindow(a), State::FixedWindow(s), _) => a.refund_micros(s, now, cost),
+            (Algorithm::SlidingWindow(a), State::SlidingWindow(s), Usage::Charge) => {
                 a.charge_micros(s, now, cost)
             }
-            (Algorithm::SlidingWindow(a), State::SlidingWindow(s)) => a.refund_micros(s, now, cost),
-            (Algorithm::SlidingLog(a), State::SlidingLog(s)) if charge => {
+            (Algorithm::SlidingWindow(a), State::SlidingWindow(s), _) => {
+                a.refund_micros(s, now, cost)
+            }
+            (Algorithm::SlidingLog(a), State::SlidingLog(s), Usage::Charge) => {
                 a.charge_micros(s, now, cost)
             }
-            (Algorithm::SlidingLog(a), State::SlidingLog(s)) => a.refund_micros(s, now, cost),
-            (Algorithm::TokenBucket(a), State::TokenBucket(s)) if charge => {
+            (Algorithm::SlidingLog(a), State::SlidingLog(s), _) => a.refund_micros(s, now, cost),
+            (Algorithm::TokenBucket(a), State::TokenBucket(s), Usage::Charge) => {
                 a.charge_micros(s, now, cost)
             }
-            (Algorithm::TokenBucket(a), State::TokenBucket(s)) => a.refund_micros(s, now, cost),
-            (Algorithm::Gcra(a), State::Gcra(s)) => a.usage_micros(s, now, tat_move(op), cost),
-            (Algorithm::LeakyBucket(a), State::LeakyBucket(s)) => {
+            (Algorithm::TokenBucket(a), State::TokenBucket(s), _) => a.refund_micros(s, now, cost),
+            (Algorithm::Gcra(a), State::Gcra(s), _) => a.usage_micros(s, now, tat_move(op), cost),
+            (Algorithm::LeakyBucket(a), State::LeakyBucket(s), _) => {
                 a.usage_micros(s, now, tat_move(op), cost)
             }
-            (Algorithm::Concurrency(a), State::Concurrency(s)) => a.peek_micros(s, now),
+            (Algorithm::Concurrency(a), State::Concurrency(s), _) => a.peek_micros(s, now),
             _ => unreachable!("the state was made to match the algorithm above"),
         };
         (verdict, 0)

@@ -104,10 +104,11 @@ impl SlidingLog {
             // The oldest entries age out first; find the first moment enough
             // of them are gone (what is left after an entry goes is the
             // newest total minus its own).
-            log.iter()
-                .skip(1)
-                .find(|&&(_, t)| total.wrapping_sub(t) + cost <= self.limit)
-                .map_or(at, |&(s, _)| s + w)
+            // What is left after each entry falls from the oldest to the
+            // newest: the first that leaves room, found by bisection (the
+            // base, whose remainder is all that is used, never does).
+            let i = log.partition_point(|&(_, t)| total.wrapping_sub(t) + cost > self.limit);
+            log.get(i).map_or(at, |&(s, _)| s + w)
         };
         if allowed && cost > 0 {
             match log.back_mut() {
@@ -160,6 +161,7 @@ impl SlidingLog {
     }
 
     /// [`charge`](Self::charge), times in whole microseconds.
+    #[inline]
     pub(crate) fn charge_micros(
         &self,
         state: &mut SlidingLogState,
@@ -195,6 +197,7 @@ impl SlidingLog {
     }
 
     /// [`refund`](Self::refund), times in whole microseconds.
+    #[inline]
     pub(crate) fn refund_micros(
         &self,
         state: &mut SlidingLogState,
@@ -224,6 +227,7 @@ impl SlidingLog {
 
     /// The verdict on the log a charge or refund left: `retry_after` is
     /// when a request of cost 1 would pass.
+    #[inline]
     fn after_usage(&self, state: &SlidingLogState, now: u64, at: u64, allowed: bool) -> Verdict {
         let log = &state.log;
         let (base, total) = match (log.front(), log.back()) {
@@ -234,10 +238,9 @@ impl SlidingLog {
         let retry_at = if used < self.limit {
             now
         } else {
-            log.iter()
-                .skip(1)
-                .find(|&&(_, t)| total.wrapping_sub(t) < self.limit)
-                .map_or(at, |&(s, _)| s + self.window)
+            // As in `decide_micros`, by bisection.
+            let i = log.partition_point(|&(_, t)| total.wrapping_sub(t) >= self.limit);
+            log.get(i).map_or(at, |&(s, _)| s + self.window)
         };
         let reset_at = state.newest().map_or(now, |s| s + self.window);
         Verdict {

@@ -157,6 +157,7 @@ impl SlidingWindow {
     }
 
     /// [`charge`](Self::charge), times in whole microseconds.
+    #[inline]
     pub(crate) fn charge_micros(
         &self,
         state: &mut SlidingWindowState,
@@ -182,6 +183,7 @@ impl SlidingWindow {
     }
 
     /// [`refund`](Self::refund), times in whole microseconds.
+    #[inline]
     pub(crate) fn refund_micros(
         &self,
         state: &mut SlidingWindowState,
@@ -198,6 +200,7 @@ impl SlidingWindow {
 
     /// The verdict on the counts a charge or refund left: `retry_after` is
     /// when a request of cost 1 would pass.
+    #[inline]
     fn after_usage(&self, now: u64, window: u64, prev: u64, curr: u64, allowed: bool) -> Verdict {
         let (w, l) = (self.window, self.limit);
         let start = window * w;

@@ -166,6 +166,7 @@ impl TokenBucket {
     }
 
     /// [`charge`](Self::charge), times in whole microseconds.
+    #[inline]
     pub(crate) fn charge_micros(
         &self,
         state: &mut TokenBucketState,
@@ -187,6 +188,7 @@ impl TokenBucket {
     }
 
     /// [`refund`](Self::refund), times in whole microseconds.
+    #[inline]
     pub(crate) fn refund_micros(
         &self,
         state: &mut TokenBucketState,
@@ -201,6 +203,7 @@ impl TokenBucket {
 
     /// The verdict on the bucket a charge or refund left: `retry_after` is
     /// when a request of cost 1 would pass.
+    #[inline]
     fn after_usage(&self, state: &TokenBucketState, now: u64, allowed: bool) -> Verdict {
         let late = state.at - now;
         let over = (state.deficit + self.rate.units_per_token).saturating_sub(self.capacity);

@@ -146,67 +146,69 @@ end
     };
 }
 
-/// The entry point of a usage script (see `lua/usage_prologue.lua`), as
-/// [`entry`]'s: the time, the deadline, the operation and the algorithm's
-/// numbers, `$count` in all, packed as `$format` (or as text from tools);
-/// six doubles back.
+/// The start of a usage script (see `lua/usage_prologue.lua`): the
+/// prologues, then the time, the deadline, the operation and the
+/// algorithm's numbers, `$count` in all, packed as `$format` (or as text
+/// from tools), unpacked into `$names`; the clock read; `key` and `now`.
+/// The algorithm's files follow, ending with the reply.
 macro_rules! usage_entry {
-    ($function:literal, $format:literal, $count:literal, $args:literal) => {
+    ($format:literal, $count:literal, $names:literal) => {
         concat!(
+            include_str!("lua/prologue.lua"),
+            include_str!("lua/usage_prologue.lua"),
             "
-local time, deadline, op, a1, a2, a3, a4, a5, a6
+local time, deadline, op, ",
+            $names,
+            "
 if #ARGV[1] == 8 * ",
             $count,
             " then
-  time, deadline, op, a1, a2, a3, a4, a5, a6 = struct.unpack('<",
+  time, deadline, op, ",
+            $names,
+            " = struct.unpack('<",
             $format,
             "', ARGV[1])
 else
-  time, deadline, op, a1, a2, a3, a4, a5, a6 = tonumber(ARGV[1]), tonumber(ARGV[2]),
+  time, deadline, op, ",
+            $names,
+            " = tonumber(ARGV[1]), tonumber(ARGV[2]),
     tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]),
     tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 end
 ",
             server_time!(),
-            "return struct.pack('<dddddd', ",
-            $function,
-            "(KEYS[1], time, op, ",
-            $args,
-            "))
+            "local key, now = KEYS[1], time
 "
         )
     };
 }
 
-/// A usage script: the prologues, the files it needs, its entry.
+/// A usage script: its entry, then its files (a body, see
+/// `lua/usage_prologue.lua`).
 macro_rules! usage_script {
-    ($($file:literal),+ ; $entry:expr) => {
-        concat!(
-            include_str!("lua/prologue.lua"),
-            include_str!("lua/usage_prologue.lua"),
-            $(include_str!(concat!("lua/", $file)),)+
-            $entry
-        )
+    ($entry:expr; $($file:literal),+) => {
+        concat!($entry, $(include_str!(concat!("lua/", $file))),+)
     };
 }
 
-// The fixed window's change of count comes as text too, last (see the
-// script), as its check's cost does.
-pub(crate) const FIXED_WINDOW_USAGE: &str = usage_script!("fixed_window_usage.lua";
-    usage_entry!("fixed_window_usage", "dddddd", "6", "a1, a2, a3, ARGV[#ARGV]"));
-pub(crate) const FIXED_WINDOW_CALENDAR_USAGE: &str = usage_script!("fixed_window_usage.lua";
-    usage_entry!("fixed_window_usage", "ddddddddd", "9", "a1, a2, a3, ARGV[#ARGV], a4, a5, a6"));
-pub(crate) const SLIDING_WINDOW_USAGE: &str = usage_script!("sliding_window_usage.lua";
-    usage_entry!("sliding_window_usage", "dddddd", "6", "a1, a2, a3"));
-pub(crate) const SLIDING_LOG_USAGE: &str = usage_script!("decimal.lua", "count_op.lua", "sliding_log_usage.lua";
-    usage_entry!("sliding_log_usage", "dddddd", "6", "a1, a2, a3"));
-pub(crate) const TOKEN_BUCKET_USAGE: &str = usage_script!("debt_op.lua", "token_bucket_usage.lua";
-    usage_entry!("token_bucket_usage", "dddddddd", "8", "a1, a2, a3, a4"));
+pub(crate) const FIXED_WINDOW_USAGE: &str = usage_script!(
+    usage_entry!("dddddd", "6", "limit, window, cost"); "fixed_window_usage.lua");
+pub(crate) const FIXED_WINDOW_CALENDAR_USAGE: &str = usage_script!(
+    usage_entry!("ddddddddd", "9", "limit, window, cost, s0, e0, e1"); "fixed_window_usage.lua");
+pub(crate) const SLIDING_WINDOW_USAGE: &str = usage_script!(
+    usage_entry!("dddddd", "6", "limit, window, cost"); "sliding_window_usage.lua");
+pub(crate) const SLIDING_LOG_USAGE: &str = usage_script!(
+    usage_entry!("dddddd", "6", "limit, window, cost");
+    "decimal.lua", "sliding_log_usage.lua", "count_op.lua", "sliding_log_usage_end.lua");
+pub(crate) const TOKEN_BUCKET_USAGE: &str = usage_script!(
+    usage_entry!("dddddddd", "8", "drip, unit, capacity, cost");
+    "token_bucket_usage.lua", "debt_op.lua", "token_bucket_usage_end.lua");
 // GCRA's numbers end with its max_wait, 0; the leaky bucket's with the
 // cost, after which the caller puts 1: the shaper, whose admissions wait
 // their backlog.
-pub(crate) const TAT_USAGE: &str = usage_script!("debt_op.lua", "tat_usage.lua";
-    usage_entry!("tat_usage", "dddddddd", "8", "a1, a2, a3, a4, a5"));
+pub(crate) const TAT_USAGE: &str = usage_script!(
+    usage_entry!("dddddddd", "8", "drip, unit, capacity, cost, shaper");
+    "tat_usage.lua", "debt_op.lua", "tat_usage_end.lua");
 pub(crate) const BUCKET_EXPIRY_CHARGE: &str = bucket_expiry_usage!(
     "need, room, deadline = KEYS[1], ARGV[1], ARGV[2], ARGV[3]",
     "bucket_expiry_charge.lua",
@@ -248,7 +250,9 @@ pub(crate) const FIXED_WINDOW_SERVER_REFUND_ONE: &str =
 // the state, `TIME`, and writes.
 pub(crate) const FIXED_WINDOW_SERVER_USAGE: &str = concat!(
     include_str!("lua/prologue.lua"),
+    "local function count_op(op, count, limit, cost)\n",
     include_str!("lua/count_op.lua"),
+    "return after, allowed, granted, ask\nend\n",
     include_str!("lua/fixed_window_server_usage.lua")
 );
 

@@ -6,90 +6,89 @@
 --          2^52 / window, which keeps count·window exact); a refund takes
 --          from the current window, then from the previous one.
 -- Writes   SET with PX = until both counts have aged out, or DEL.
+-- Body     a body, not a function (see usage_prologue.lua).
 
-local function sliding_window_usage(key, now, op, limit, window, cost)
-  local current = math.floor(now / window)
-  local k, prev, curr = current, 0, 0
-  local stored = redis.call('GET', key)
-  if stored then
-    local sk, sp, sc = struct.unpack('<ddd', stored)
-    if sk >= current then
-      k, prev, curr = sk, sp, sc
-    elseif sk + 1 == current then
-      prev = sc
-    end
+local current = math.floor(now / window)
+local k, prev, curr = current, 0, 0
+local stored = redis.call('GET', key)
+if stored then
+  local sk, sp, sc = struct.unpack('<ddd', stored)
+  if sk >= current then
+    k, prev, curr = sk, sp, sc
+  elseif sk + 1 == current then
+    prev = sc
   end
-  local start = k * window
-  local e = now - start
-  if e < 0 then
-    e = 0
-  end
-  local lw = limit * window
-  local p, c = prev, curr
-  local allowed, granted, ask = true, 0, 1
-  if op == 1 then
-    allowed = curr + cost <= limit and prev * (window - e) + (curr + cost) * window <= lw
-    c = math.min(curr + cost, math.floor(4503599627370496 / window))
-  elseif op == 2 then
-    local from_curr = math.min(cost, curr)
-    c = curr - from_curr
-    p = prev - math.min(cost - from_curr, prev)
-  else
-    local room = lw - prev * (window - e) - curr * window
-    if room > 0 then
-      granted = math.min(cost, math.floor(room / window))
-    end
-    ask = granted
-    if ask == 0 then
-      ask = math.min(cost, 1)
-    end
-    allowed = prev * (window - e) + (curr + ask) * window <= lw
-    if allowed then
-      c = curr + ask
-    end
-  end
-  local reset_at = now
-  if c > 0 then
-    reset_at = start + 2 * window
-  elseif p > 0 then
-    reset_at = start + window
-  end
-  if p ~= prev or c ~= curr then
-    if p == 0 and c == 0 then
-      redis.call('DEL', key)
-    else
-      redis.call('SET', key, struct.pack('<ddd', k, p, c), 'PX', string.format('%d', math.max(1, math.ceil((reset_at - now) / 1000))))
-    end
-  end
-  local weighted = p * (window - e)
-  local remaining = lw - weighted - c * window
-  if remaining < 0 then
-    remaining = 0
-  end
-  remaining = math.floor(remaining / window)
-  -- When a request of `ask` would fit, as sliding_window.lua finds it.
-  local retry_at = now
-  if op == 3 and allowed then
-    ask = -1
-  end
-  if ask >= 0 and weighted + (c + ask) * window > lw then
-    if c + ask <= limit then
-      retry_at = start + window - math.floor((limit - c - ask) * window / p)
-    else
-      local wait = window - math.floor((limit - ask) * window / c)
-      if wait < 0 then
-        wait = 0
-      end
-      retry_at = start + window + wait
-    end
-  end
-  local reset = reset_at - now
-  if reset < 0 then
-    reset = 0
-  end
-  local retry = retry_at - now
-  if retry < 0 then
-    retry = 0
-  end
-  return allowed and 1 or 0, remaining, reset, retry, 0, granted
 end
+local start = k * window
+local e = now - start
+if e < 0 then
+  e = 0
+end
+local lw = limit * window
+local p, c = prev, curr
+local allowed, granted, ask = true, 0, 1
+if op == 1 then
+  allowed = curr + cost <= limit and prev * (window - e) + (curr + cost) * window <= lw
+  c = math.min(curr + cost, math.floor(4503599627370496 / window))
+elseif op == 2 then
+  local from_curr = math.min(cost, curr)
+  c = curr - from_curr
+  p = prev - math.min(cost - from_curr, prev)
+else
+  local room = lw - prev * (window - e) - curr * window
+  if room > 0 then
+    granted = math.min(cost, math.floor(room / window))
+  end
+  ask = granted
+  if ask == 0 then
+    ask = math.min(cost, 1)
+  end
+  allowed = prev * (window - e) + (curr + ask) * window <= lw
+  if allowed then
+    c = curr + ask
+  end
+end
+local reset_at = now
+if c > 0 then
+  reset_at = start + 2 * window
+elseif p > 0 then
+  reset_at = start + window
+end
+if p ~= prev or c ~= curr then
+  if p == 0 and c == 0 then
+    redis.call('DEL', key)
+  else
+    redis.call('SET', key, struct.pack('<ddd', k, p, c), 'PX', string.format('%d', math.max(1, math.ceil((reset_at - now) / 1000))))
+  end
+end
+local weighted = p * (window - e)
+local remaining = lw - weighted - c * window
+if remaining < 0 then
+  remaining = 0
+end
+remaining = math.floor(remaining / window)
+-- When a request of `ask` would fit, as sliding_window.lua finds it.
+local retry_at = now
+if op == 3 and allowed then
+  ask = -1
+end
+if ask >= 0 and weighted + (c + ask) * window > lw then
+  if c + ask <= limit then
+    retry_at = start + window - math.floor((limit - c - ask) * window / p)
+  else
+    local wait = window - math.floor((limit - ask) * window / c)
+    if wait < 0 then
+      wait = 0
+    end
+    retry_at = start + window + wait
+  end
+end
+local reset = reset_at - now
+if reset < 0 then
+  reset = 0
+end
+local retry = retry_at - now
+if retry < 0 then
+  retry = 0
+end
+return struct.pack('<dddddd', allowed and 1 or 0, remaining, reset, retry, 0, granted)

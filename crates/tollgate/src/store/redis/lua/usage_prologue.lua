@@ -25,10 +25,16 @@
 -- Writes   only when the state changes; a state back to fresh is deleted;
 --          every write re-arms the expiry to when the state is fresh
 --          again, so a key in debt lives until its debt is repaid.
--- Ops      count_op.lua and debt_op.lua, one function each: `op` is 1
---          charge, 2 refund, 3 check_at_most; each returns the number
---          after the operation, whether it fitted, what check_at_most
---          granted, and the cost whose retry_after the reply gives: 1
---          after a charge or refund, what check_at_most asked when it was
---          denied (1, or 0 for a max_cost of 0), -1 when an admission has
---          no retry to give.
+-- Ops      count_op.lua and debt_op.lua, inline in the bodies: `op` is 1
+--          charge, 2 refund, 3 check_at_most; each leaves the number
+--          after the operation (`after`), whether it fitted (`allowed`),
+--          what check_at_most granted (`granted`), and the cost whose
+--          retry_after the reply gives (`ask`): 1 after a charge or
+--          refund, what check_at_most asked when it was denied (1, or 0
+--          for a max_cost of 0), -1 when an admission has no retry to
+--          give.
+-- Form     each usage script is a body, not a function (each function
+--          defined costs every call a closure): the entry unpacks the
+--          numbers into named locals (`key` and `now` among them), then
+--          the algorithm's file reads the state, the op's file (inline)
+--          decides, and the algorithm's `_end` file writes and replies.
