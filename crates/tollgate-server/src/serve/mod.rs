@@ -189,6 +189,11 @@ pub(crate) fn run(args: ServeArgs) -> i32 {
         eprintln!("error: {e}");
         return 2;
     }
+    if config.erl != config::ErlSettings::default() {
+        eprintln!(
+            "warning: [erl] applies in ERL mode only (--envoy-config PATH or --erl); ignored here"
+        );
+    }
     let listen = args
         .listen
         .or(config.server.listen)

@@ -200,5 +200,21 @@ fn the_extension_key_needs_the_switch_and_a_known_policy() {
     .output()
     .unwrap();
     assert_eq!(out.status.code(), Some(2));
+    // and the [erl] table is said to be ignored
+    let mut native = tollgate(
+        &["serve", "--config", &toml_arg, "--listen", "127.0.0.1:0"],
+        &[],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let mut line = String::new();
+    BufReader::new(native.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _ = native.kill();
+    let _ = native.wait();
+    assert!(line.contains("[erl] applies in ERL mode only"), "{line}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
