@@ -378,10 +378,7 @@ type UsageOp<'a> = (&'static str, Box<dyn Fn() + 'a>);
 /// its own: `check`, `charge` and `check_at_most` as the hot key of the
 /// criterion rows, `refund` on a key charged deep into debt first (see
 /// [`prepare`]), so that every refund has something to give back.
-fn usage_ops<'a>(
-    store: &'a MemoryStore,
-    policy: &'a Policy,
-) -> [UsageOp<'a>; 4] {
+fn usage_ops<'a>(store: &'a MemoryStore, policy: &'a Policy) -> [UsageOp<'a>; 4] {
     let op = move |key: &'static [u8], op: Usage| {
         Box::new(move || {
             black_box(store.usage_sync(policy, key, op, 1).unwrap());

@@ -222,7 +222,8 @@ impl Loader<'_, '_> {
 
     /// The policy `tollgate_policy: NAME` names, when the rule gives it
     /// alone and it can decide an ERL call (a concurrency policy cannot:
-    /// Envoy never gives a lease back).
+    /// Envoy never gives a lease back; nor a leaky bucket: Envoy cannot
+    /// wait the delay it admits with).
     fn policy(&mut self, rl: &RateLimitDoc, name: &str, path: &str) -> Option<Policy> {
         if rl.unlimited || !rl.unit.is_empty() || rl.has_requests_per_unit {
             self.error(
@@ -238,10 +239,19 @@ impl Loader<'_, '_> {
             );
             return None;
         };
-        if matches!(policy.algorithm(), Algorithm::Concurrency(_)) {
+        let why = match policy.algorithm() {
+            Algorithm::Concurrency(_) => {
+                Some("a concurrency policy, which takes leases that Envoy never gives back")
+            }
+            Algorithm::LeakyBucket(_) => Some(
+                "a leaky bucket, which admits with a delay that Envoy cannot wait (gcra or token_bucket limit the same rate by refusing)",
+            ),
+            _ => None,
+        };
+        if let Some(why) = why {
             self.error(
                 rl.line,
-                format!("'{path}': tollgate_policy '{name}' is a concurrency policy, which takes leases that Envoy never gives back"),
+                format!("'{path}': tollgate_policy '{name}' is {why}"),
             );
             return None;
         }

@@ -39,6 +39,13 @@ name = "uploads"
 algorithm = "concurrency"
 limit = 2
 lease = "30s"
+
+[[policy]]
+name = "shaped"
+algorithm = "leaky_bucket"
+rate = 5
+per = "1s"
+capacity = 10
 "#;
 
 pub(super) const YAML: &str = "
@@ -235,7 +242,7 @@ async fn shadow_and_share_threshold_apply_to_policy_rules() {
 #[test]
 fn validation_names_the_file_line_and_rule() {
     let errors = with_policies(
-        "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {tollgate_policy: nope}\n  - key: b\n    rate_limit: {tollgate_policy: uploads}\n  - key: c\n    rate_limit:\n      tollgate_policy: smooth\n      unit: second\n",
+        "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {tollgate_policy: nope}\n  - key: b\n    rate_limit: {tollgate_policy: uploads}\n  - key: c\n    rate_limit:\n      tollgate_policy: smooth\n      unit: second\n  - key: d\n    rate_limit: {tollgate_policy: shaped}\n",
     )
     .unwrap_err();
     assert_eq!(
@@ -244,6 +251,7 @@ fn validation_names_the_file_line_and_rule() {
             "t.yaml:4: 'd.a': tollgate_policy 'nope' is no policy of the TOML config",
             "t.yaml:6: 'd.b': tollgate_policy 'uploads' is a concurrency policy, which takes leases that Envoy never gives back",
             "t.yaml:9: 'd.c': tollgate_policy takes the place of unit, requests_per_unit and unlimited; give it alone",
+            "t.yaml:12: 'd.d': tollgate_policy 'shaped' is a leaky bucket, which admits with a delay that Envoy cannot wait (gcra or token_bucket limit the same rate by refusing)",
         ]
     );
     // without extensions the key is refused as ERL refuses unknown keys
