@@ -231,3 +231,44 @@ fn a_missing_or_bad_file_names_the_flag_or_field_and_the_path() {
     std::fs::remove_dir_all(&dir).unwrap();
     std::fs::remove_dir_all(&other).unwrap();
 }
+
+#[test]
+fn erl_mode_names_the_variable_and_the_path_before_it_listens() {
+    let dir = temp_dir();
+    certificates(&dir);
+    std::fs::write(dir.join("d.yaml"), "domain: d\n").unwrap();
+    let (cert, missing) = (
+        dir.join("server.pem").display().to_string(),
+        dir.join("missing.key").display().to_string(),
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--grpc-listen",
+            "127.0.0.1:0",
+        ])
+        .arg("--envoy-config")
+        .arg(dir.join("d.yaml"))
+        .env_clear()
+        .envs([
+            ("GRPC_SERVER_USE_TLS", "true"),
+            ("GRPC_SERVER_TLS_CERT", cert.as_str()),
+            ("GRPC_SERVER_TLS_KEY", missing.as_str()),
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("GRPC_SERVER_TLS_KEY {missing}: No such file")),
+        "{stderr}"
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "it said it listens: {:?}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -170,6 +170,17 @@ async fn serve(start: Start) -> i32 {
         config,
         policies,
     } = start;
+    // TLS files are checked before anything starts.
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = &env.grpc_tls {
+        match tls.apply(builder) {
+            Ok(with_tls) => builder = with_tls,
+            Err(e) => {
+                eprintln!("error: gRPC TLS: {e}");
+                return 2;
+            }
+        }
+    }
     let metrics = PrometheusBuilder::new().install_recorder().ok();
     let target = if flags.redis.is_empty() {
         env.redis.clone()
@@ -301,16 +312,6 @@ async fn serve(start: Start) -> i32 {
         health
             .set_service_status(name, tonic_health::ServingStatus::Serving)
             .await;
-    }
-    let mut builder = tonic::transport::Server::builder();
-    if let Some(tls) = &env.grpc_tls {
-        match tls.apply(builder) {
-            Ok(with_tls) => builder = with_tls,
-            Err(e) => {
-                eprintln!("error: gRPC TLS: {e}");
-                return 2;
-            }
-        }
     }
     let grpc_task = {
         let service = super::grpc::service(state.clone());
