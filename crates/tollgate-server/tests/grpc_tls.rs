@@ -61,22 +61,23 @@ async fn call(grpc: &str, tls: ClientTlsConfig) -> Result<u32, String> {
     Ok(response.into_inner().statuses[0].limit_remaining)
 }
 
+/// `tollgate serve` on free ports with no variables but `env`, then `args`.
+fn tollgate(args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tollgate"));
+    cmd.args(["serve", "--listen", "127.0.0.1:0"])
+        .args(["--grpc-listen", "127.0.0.1:0"])
+        .args(args)
+        .env_clear()
+        .envs(env.iter().copied());
+    cmd
+}
+
+/// `tollgate serve --config` with `config` written to `dir`, then `args`.
 fn serve(dir: &Path, config: &str, args: &[&str]) -> Command {
     let path = dir.join("tollgate.toml");
     std::fs::write(&path, config).unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tollgate"));
-    cmd.args([
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--grpc-listen",
-        "127.0.0.1:0",
-        "--config",
-    ])
-    .arg(path)
-    .args(args)
-    .env_clear();
-    cmd
+    let path = path.display().to_string();
+    tollgate(&[&["--config", path.as_str()], args].concat(), &[])
 }
 
 #[tokio::test]
@@ -241,24 +242,17 @@ fn erl_mode_names_the_variable_and_the_path_before_it_listens() {
         dir.join("server.pem").display().to_string(),
         dir.join("missing.key").display().to_string(),
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_tollgate"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--grpc-listen",
-            "127.0.0.1:0",
-        ])
-        .arg("--envoy-config")
-        .arg(dir.join("d.yaml"))
-        .env_clear()
-        .envs([
+    let config = dir.join("d.yaml").display().to_string();
+    let out = tollgate(
+        &["--envoy-config", &config],
+        &[
             ("GRPC_SERVER_USE_TLS", "true"),
             ("GRPC_SERVER_TLS_CERT", cert.as_str()),
             ("GRPC_SERVER_TLS_KEY", missing.as_str()),
-        ])
-        .output()
-        .unwrap();
+        ],
+    )
+    .output()
+    .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
