@@ -69,6 +69,38 @@ fn private_key(pem: &[u8]) -> Result<(), String> {
 }
 
 impl GrpcTls {
+    /// The TLS the flags (and fields) `--grpc-tls-cert`, `--grpc-tls-key`
+    /// and `--grpc-tls-client-ca` give: a certificate and a key, or
+    /// neither; a client CA only with them. `fields` is where the same
+    /// fields may be given instead (` under [server]`), or empty.
+    pub(crate) fn from_parts(
+        [cert, key, ca]: [&Option<TlsFile>; 3],
+        fields: &str,
+    ) -> Result<Option<GrpcTls>, String> {
+        let or = |field: &str| {
+            if fields.is_empty() {
+                String::new()
+            } else {
+                format!(" (or `{field}`{fields})")
+            }
+        };
+        let key_hint = format!("--grpc-tls-key{}", or("grpc_tls_key"));
+        let cert_hint = format!("--grpc-tls-cert{}", or("grpc_tls_cert"));
+        match (cert, key, ca) {
+            (None, None, None) => Ok(None),
+            (Some(cert), Some(key), ca) => Ok(Some(GrpcTls {
+                cert: cert.clone(),
+                key: key.clone(),
+                client_ca: ca.clone(),
+            })),
+            (Some(cert), None, _) => Err(format!("{} needs {key_hint}", cert.named_by)),
+            (None, Some(key), _) => Err(format!("{} needs {cert_hint}", key.named_by)),
+            (None, None, Some(ca)) => {
+                Err(format!("{} needs {cert_hint} and {key_hint}", ca.named_by))
+            }
+        }
+    }
+
     /// The server's TLS configuration, the files read and checked now.
     pub(crate) fn server_config(&self) -> Result<ServerTlsConfig, String> {
         let cert = self.cert.read(certificates)?;

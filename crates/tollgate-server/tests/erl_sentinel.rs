@@ -105,22 +105,8 @@ fn counts_on_the_master_the_sentinels_name_and_follows_a_failover() {
     assert_eq!(counted(new), 1000 - remaining);
 
     // `--redis` with one redis+sentinel:// URL says the same
-    let config = dir.display().to_string();
     let url = topology.url();
-    let by_flag = Service::run(
-        &[
-            "serve",
-            "--envoy-config",
-            &config,
-            "--listen",
-            "127.0.0.1:0",
-            "--grpc-listen",
-            "127.0.0.1:0",
-            "--redis",
-            &url,
-        ],
-        &[("CACHE_KEY_PREFIX", "rl_")],
-    );
+    let by_flag = Service::erl_with(&dir, &["--redis", &url], &[("CACHE_KEY_PREFIX", "rl_")]);
     assert_eq!(call(&by_flag), (200, Some(remaining - 1)));
     assert_eq!(counted(new), 1001 - remaining);
     std::fs::remove_dir_all(&dir).unwrap();

@@ -266,3 +266,41 @@ fn erl_mode_names_the_variable_and_the_path_before_it_listens() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[tokio::test]
+async fn erl_mode_takes_the_tls_flags_and_refuses_its_own_modes_flags() {
+    let dir = temp_dir();
+    let (ca, _, _) = certificates(&dir);
+    std::fs::write(
+        dir.join("edge.yaml"),
+        "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: day, requests_per_unit: 3}\n",
+    )
+    .unwrap();
+    let path = |name: &str| dir.join(name).display().to_string();
+    let (config, cert, key) = (path("edge.yaml"), path("server.pem"), path("server.key"));
+    let svc = Service::erl_with(
+        &dir.join("edge.yaml"),
+        &["--grpc-tls-cert", &cert, "--grpc-tls-key", &key],
+        &[],
+    );
+    let tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(&ca))
+        .domain_name("localhost");
+    assert_eq!(call(svc.grpc.as_deref().unwrap(), tls).await, Ok(2));
+    for (args, says) in [
+        (
+            vec!["--envoy-config", &config, "--token", "t"],
+            "--token (TOLLGATE_TOKEN) is for tollgate's own mode",
+        ),
+        (
+            vec!["--envoy-config", &config, "--grpc-tls-key", &key],
+            "--grpc-tls-key needs --grpc-tls-cert",
+        ),
+    ] {
+        let out = tollgate(&args, &[]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -40,24 +40,13 @@ impl ServerSettings {
     /// together: a certificate and a key, or neither; a client CA only
     /// with them; and only with a gRPC address to serve.
     pub(crate) fn grpc_tls(&self) -> Result<Option<GrpcTls>, String> {
-        const KEY: &str = "--grpc-tls-key (or `grpc_tls_key` under [server])";
-        const CERT: &str = "--grpc-tls-cert (or `grpc_tls_cert` under [server])";
-        let tls = match (
+        let parts = [
             &self.grpc_tls_cert,
             &self.grpc_tls_key,
             &self.grpc_tls_client_ca,
-        ) {
-            (None, None, None) => return Ok(None),
-            (Some(cert), Some(key), ca) => GrpcTls {
-                cert: cert.clone(),
-                key: key.clone(),
-                client_ca: ca.clone(),
-            },
-            (Some(cert), None, _) => return Err(format!("{} needs {KEY}", cert.named_by)),
-            (None, Some(key), _) => return Err(format!("{} needs {CERT}", key.named_by)),
-            (None, None, Some(ca)) => {
-                return Err(format!("{} needs {CERT} and {KEY}", ca.named_by));
-            }
+        ];
+        let Some(tls) = GrpcTls::from_parts(parts, " under [server]")? else {
+            return Ok(None);
         };
         if self.grpc_listen.is_none() {
             return Err(format!(

@@ -30,6 +30,7 @@ use super::redis_env::RedisTarget;
 use super::reload::{Seen, Source};
 use super::state::ErlState;
 use crate::config::{Config, HeaderStyle};
+use crate::grpc_tls::GrpcTls;
 
 /// What the command line says over ERL's environment.
 #[derive(Debug, Clone, Default)]
@@ -44,6 +45,9 @@ pub(crate) struct Flags {
     pub(crate) extensions: bool,
     /// `--erl-headers`: which headers answers carry.
     pub(crate) headers: Option<HeaderStyle>,
+    /// `--grpc-tls-cert`, `--grpc-tls-key`, `--grpc-tls-client-ca`: over
+    /// `GRPC_SERVER_USE_TLS` and its files.
+    pub(crate) grpc_tls: Option<GrpcTls>,
 }
 
 /// Where the config comes from: files (reloaded on change) or an xDS
@@ -172,7 +176,7 @@ async fn serve(start: Start) -> i32 {
     } = start;
     // TLS files are checked before anything starts.
     let mut builder = tonic::transport::Server::builder();
-    if let Some(tls) = &env.grpc_tls {
+    if let Some(tls) = flags.grpc_tls.as_ref().or(env.grpc_tls.as_ref()) {
         match tls.apply(builder) {
             Ok(with_tls) => builder = with_tls,
             Err(e) => {

@@ -11,7 +11,7 @@ use metrics_exporter_prometheus::PrometheusBuilder;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::config::{self, Config};
-use crate::grpc_tls::TlsFile;
+use crate::grpc_tls::{GrpcTls, TlsFile};
 use crate::http::router;
 use crate::state::AppState;
 use crate::store;
@@ -144,8 +144,34 @@ pub(crate) fn run(args: ServeArgs) -> i32 {
         )
         .with_writer(std::io::stderr)
         .init();
+    let grpc_tls = [
+        (&args.grpc_tls_cert, "--grpc-tls-cert"),
+        (&args.grpc_tls_key, "--grpc-tls-key"),
+        (&args.grpc_tls_client_ca, "--grpc-tls-client-ca"),
+    ]
+    .map(|(path, flag)| path.as_ref().map(|p| TlsFile::new(p, flag)));
     if args.erl || args.envoy_config.is_some() {
+        let own_mode = [
+            (args.token.is_some(), "--token (TOLLGATE_TOKEN)"),
+            (!args.redis_sentinel.is_empty(), "--redis-sentinel"),
+            (args.redis_master_name.is_some(), "--redis-master-name"),
+            (args.require_redis, "--require-redis"),
+        ];
+        if let Some((_, flag)) = own_mode.iter().find(|(given, _)| *given) {
+            eprintln!(
+                "error: {flag} is for tollgate's own mode; ERL mode takes ERL's variables (Sentinel: REDIS_TYPE=sentinel, or --redis redis+sentinel://…)"
+            );
+            return 2;
+        }
+        let grpc_tls = match GrpcTls::from_parts(grpc_tls.each_ref(), "") {
+            Ok(tls) => tls,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return 2;
+            }
+        };
         return crate::erl::serve::run(crate::erl::serve::Flags {
+            grpc_tls,
             envoy_config: args.envoy_config,
             listen: args.listen,
             grpc_listen: args.grpc_listen,
@@ -177,12 +203,7 @@ pub(crate) fn run(args: ServeArgs) -> i32 {
         require_redis: args.require_redis,
         token: args.token.clone(),
         grpc_listen: args.grpc_listen,
-        grpc_tls: [
-            (&args.grpc_tls_cert, "--grpc-tls-cert"),
-            (&args.grpc_tls_key, "--grpc-tls-key"),
-            (&args.grpc_tls_client_ca, "--grpc-tls-client-ca"),
-        ]
-        .map(|(path, flag)| path.as_ref().map(|p| TlsFile::new(p, flag))),
+        grpc_tls,
         shadow: args.shadow,
     };
     if let Err(e) = overrides.apply(&mut config) {

@@ -78,9 +78,15 @@ impl Service {
     /// directory), with only the variables `env`; HTTP and gRPC on free
     /// ports (gRPC's is not known to the caller).
     pub(crate) fn erl(config: &Path, env: &[(&str, &str)]) -> Service {
+        Service::erl_with(config, &[], env)
+    }
+
+    /// [`Service::erl`] with more flags.
+    pub(crate) fn erl_with(config: &Path, flags: &[&str], env: &[(&str, &str)]) -> Service {
         let config = config.display().to_string();
         let mut args = vec!["serve", "--envoy-config", config.as_str()];
         args.extend(["--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0"]);
+        args.extend_from_slice(flags);
         Service::run(&args, env)
     }
 
