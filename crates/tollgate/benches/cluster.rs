@@ -8,7 +8,7 @@
 //! of a larger cluster follows from.
 //!
 //! `cargo bench -p tollgate --features redis --bench cluster [-- --seconds N]
-//! [--rounds N] [--only TEXT]` prints, for a standalone server and a
+//! [--rounds N] [--only TEXT] [--callers N]` (256 by default) prints, for a standalone server and a
 //! 3-primary cluster, each with per-node pipelining on and off, round after
 //! round (3 by default; `--only` keeps the setups whose name contains
 //! TEXT, for a profiler): decisions/s, client CPU µs per decision and
@@ -23,8 +23,6 @@ use tollgate::Policy;
 use tollgate::store::Store;
 use tollgate::store::redis::RedisStore;
 use tollgate_testkit::{RedisCluster, RedisServer};
-
-const CALLERS: usize = 256;
 
 /// CPU seconds (user + system) of a process, from `/proc/<pid>/stat`.
 fn cpu_seconds(pid: &str) -> f64 {
@@ -48,12 +46,16 @@ struct Measured {
     per_second: f64,
     client_us: f64,
     server_us: f64,
+    /// Of the decisions, the share that left in pipelines, and the
+    /// pipelines' mean length.
+    piped: f64,
+    pipeline_len: f64,
 }
 
-async fn run(store: Arc<RedisStore>, servers: &[u32], seconds: f64) -> Measured {
+async fn run(store: Arc<RedisStore>, servers: &[u32], seconds: f64, callers: usize) -> Measured {
     let policy = Arc::new(Policy::fixed_window("cpu", 1 << 40, Duration::from_secs(3600)).unwrap());
     // Warm: every key's window exists, as in steady traffic.
-    let warm: Vec<_> = (0..CALLERS)
+    let warm: Vec<_> = (0..callers)
         .map(|c| {
             let (store, policy) = (store.clone(), policy.clone());
             tokio::spawn(async move {
@@ -71,10 +73,11 @@ async fn run(store: Arc<RedisStore>, servers: &[u32], seconds: f64) -> Measured 
     }
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicU64::new(0));
+    let sent_before = store.pipelined();
     let client_before = cpu_seconds("self");
     let servers_before: f64 = servers.iter().map(|p| cpu_seconds(&p.to_string())).sum();
     let start = Instant::now();
-    let tasks: Vec<_> = (0..CALLERS)
+    let tasks: Vec<_> = (0..callers)
         .map(|c| {
             let (store, policy, stop, done) =
                 (store.clone(), policy.clone(), stop.clone(), done.clone());
@@ -102,10 +105,21 @@ async fn run(store: Arc<RedisStore>, servers: &[u32], seconds: f64) -> Measured 
         .sum::<f64>()
         - servers_before;
     let decisions = done.load(Ordering::Relaxed) as f64;
+    let sent = store.pipelined();
+    let (pipelines, calls) = (
+        (sent.pipelines - sent_before.pipelines) as f64,
+        (sent.calls - sent_before.calls) as f64,
+    );
     Measured {
         per_second: decisions / elapsed,
         client_us: client / decisions * 1e6,
         server_us: servers_cpu / decisions * 1e6,
+        piped: calls / decisions,
+        pipeline_len: if pipelines > 0.0 {
+            calls / pipelines
+        } else {
+            0.0
+        },
     }
 }
 
@@ -120,6 +134,7 @@ fn main() {
     let seconds = flag("--seconds").map_or(4.0, |s| s.parse().expect("--seconds N"));
     let rounds = flag("--rounds").map_or(3, |s| s.parse().expect("--rounds N"));
     let only = flag("--only").unwrap_or_default();
+    let callers = flag("--callers").map_or(256, |s| s.parse().expect("--callers N"));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -129,11 +144,11 @@ fn main() {
     let cluster = RedisCluster::start(3, 0);
     let cluster_pids: Vec<u32> = cluster.primaries().iter().map(|n| n.pid()).collect();
     println!(
-        "{CALLERS} callers, fixed window (server clock), keys over every slot, {seconds} s per row"
+        "{callers} callers, fixed window (server clock), keys over every slot, {seconds} s per row"
     );
     println!(
-        "{:<34} {:>12} {:>16} {:>17}",
-        "setup", "decisions/s", "client µs/dec", "servers µs/dec"
+        "{:<34} {:>12} {:>16} {:>17} {:>7} {:>9}",
+        "setup", "decisions/s", "client µs/dec", "servers µs/dec", "piped", "pipe len"
     );
     let mut rows = Vec::new();
     let load_before = load_average();
@@ -161,10 +176,10 @@ fn main() {
                 } else {
                     vec![server.pid()]
                 };
-                let m = run(store, &pids, seconds).await;
+                let m = run(store, &pids, seconds, callers).await;
                 println!(
-                    "{name:<34} {:>12.0} {:>16.2} {:>17.2}",
-                    m.per_second, m.client_us, m.server_us
+                    "{name:<34} {:>12.0} {:>16.2} {:>17.2} {:>7.2} {:>9.1}",
+                    m.per_second, m.client_us, m.server_us, m.piped, m.pipeline_len
                 );
                 rows.push((round, name, m));
             }
@@ -181,20 +196,19 @@ fn main() {
     };
     let mut ratios = (Vec::new(), Vec::new());
     for round in 0..rounds {
-        let (Some(base), Some(piped), Some(alone)) = (
-            client(round, SETUPS[0].0),
-            client(round, SETUPS[1].0),
-            client(round, SETUPS[3].0),
-        ) else {
+        let Some(base) = client(round, SETUPS[0].0) else {
             continue;
         };
-        println!(
-            "round {round}: client CPU per decision, cluster / standalone: per-node pipes {:.2}, alone {:.2}",
-            piped / base,
-            alone / base,
-        );
-        ratios.0.push(piped / base);
-        ratios.1.push(alone / base);
+        let mut line = format!("round {round}: client CPU per decision, cluster / standalone:");
+        if let Some(piped) = client(round, SETUPS[1].0) {
+            line += &format!(" per-node pipes {:.2}", piped / base);
+            ratios.0.push(piped / base);
+        }
+        if let Some(alone) = client(round, SETUPS[3].0) {
+            line += &format!(" alone {:.2}", alone / base);
+            ratios.1.push(alone / base);
+        }
+        println!("{line}");
     }
     for (name, ..) in SETUPS {
         let mut client: Vec<f64> = rows
@@ -215,12 +229,13 @@ fn main() {
             );
         }
     }
-    if !ratios.0.is_empty() {
-        println!(
-            "median ratio, cluster / standalone client CPU: per-node pipes {:.2}, alone {:.2}",
-            median(&mut ratios.0),
-            median(&mut ratios.1)
-        );
+    for (name, ratios) in [("per-node pipes", &mut ratios.0), ("alone", &mut ratios.1)] {
+        if !ratios.is_empty() {
+            println!(
+                "median ratio, cluster / standalone (pipelined) client CPU, {name}: {:.2}",
+                median(ratios)
+            );
+        }
     }
 }
 

@@ -103,8 +103,10 @@ pub(crate) struct Coalescer {
     /// The SHA1 of `lua/fixed_window_server_group.lua` as loaded.
     group_sha: String,
     queue: Mutex<Queue>,
-    /// Commands sent and not yet answered.
-    in_flight: AtomicUsize,
+    /// Commands sent and not yet answered: to this server, or to every
+    /// primary of a cluster (whose queues share the count, so that busy
+    /// callers queue however their keys fall over the primaries).
+    in_flight: Arc<AtomicUsize>,
     /// Pipelines sent, and the commands they carried.
     pipelines: AtomicU64,
     calls: AtomicU64,
@@ -136,6 +138,32 @@ struct Queue {
     windows: Vec<(WindowCheck, Waiter)>,
     /// Whether a flush is spawned and has not yet taken the queue.
     scheduled: bool,
+}
+
+/// What a caller queues.
+enum Entry {
+    Command(Cmd),
+    Window(WindowCheck),
+}
+
+/// A command submitted to a queue: in it, or to send alone.
+pub(crate) enum Submitted {
+    Queued(oneshot::Receiver<RedisResult<Value>>),
+    Alone(Arc<Coalescer>, Cmd),
+}
+
+impl Submitted {
+    /// The command's reply (sent now, if alone).
+    pub(crate) async fn reply(self) -> RedisResult<Value> {
+        match self {
+            Submitted::Queued(receiver) => receiver.await.unwrap_or_else(|_| Err(dropped())),
+            Submitted::Alone(queue, cmd) => {
+                queue.in_flight.fetch_add(1, Ordering::Relaxed);
+                let _sent = InFlight(&queue.in_flight, 1);
+                queue.sink.one(&cmd).await
+            }
+        }
+    }
 }
 
 /// One server-clock fixed-window check with a deadline, as the group
@@ -170,12 +198,13 @@ impl Coalescer {
     pub(crate) fn new(conn: ConnectionManager) -> Coalescer {
         Coalescer {
             groups: true,
-            ..Coalescer::to(Sink::Server(conn))
+            ..Coalescer::to(Sink::Server(conn), Arc::default())
         }
     }
 
-    /// The queue of one cluster primary.
-    pub(crate) fn to(sink: Sink) -> Coalescer {
+    /// The queue of one cluster primary, counting its commands in flight
+    /// in `in_flight` (shared by the cluster's queues).
+    pub(crate) fn to(sink: Sink, in_flight: Arc<AtomicUsize>) -> Coalescer {
         Coalescer {
             sink,
             groups: false,
@@ -183,7 +212,7 @@ impl Coalescer {
                 .get_hash()
                 .to_string(),
             queue: Mutex::new(Queue::default()),
-            in_flight: AtomicUsize::new(0),
+            in_flight,
             pipelines: AtomicU64::new(0),
             calls: AtomicU64::new(0),
         }
@@ -192,18 +221,23 @@ impl Coalescer {
     /// Sends `cmd`, at once or in the next pipeline, and waits for its
     /// reply.
     pub(crate) async fn query(self: &Arc<Self>, cmd: Cmd) -> RedisResult<Value> {
-        let Some(runtime) = self.busy() else {
-            // Few commands in flight (or no runtime to run a flush): alone,
-            // at once.
-            self.in_flight.fetch_add(1, Ordering::Relaxed);
-            let _sent = InFlight(&self.in_flight, 1);
-            return self.sink.one(&cmd).await;
-        };
-        self.enqueue(&runtime, |queue, sender| {
-            queue.commands.push(cmd);
-            queue.waiters.push(sender);
-        })
-        .await
+        self.submit(cmd).reply().await
+    }
+
+    /// Queues `cmd` for the next pipeline when callers are busy, or hands
+    /// it back to leave alone: what [`Coalescer::query`] waits on, taken
+    /// without holding this queue (a cluster's caller finds it under the
+    /// slot map, and so needs no reference of its own to it, shared with
+    /// every other caller, when it queues).
+    pub(crate) fn submit(self: &Arc<Self>, cmd: Cmd) -> Submitted {
+        if self.in_flight.load(Ordering::Relaxed) < QUEUE_FROM {
+            return Submitted::Alone(self.clone(), cmd);
+        }
+        match self.enqueue(Entry::Command(cmd)) {
+            Ok(receiver) => Submitted::Queued(receiver),
+            Err(Entry::Command(cmd)) => Submitted::Alone(self.clone(), cmd),
+            Err(Entry::Window(_)) => unreachable!("a command comes back as it went"),
+        }
     }
 
     /// Queues a window check for the next group, when the server is busy
@@ -213,43 +247,47 @@ impl Coalescer {
         self: &Arc<Self>,
         check: WindowCheck,
     ) -> Option<RedisResult<Value>> {
-        if !self.groups {
+        if !self.groups || self.in_flight.load(Ordering::Relaxed) < QUEUE_FROM {
             return None;
         }
-        let runtime = self.busy()?;
-        Some(
-            self.enqueue(&runtime, |queue, sender| {
-                queue.windows.push((check, sender));
-            })
-            .await,
-        )
+        let receiver = self.enqueue(Entry::Window(check)).ok()?;
+        Some(Submitted::Queued(receiver).reply().await)
     }
 
-    /// The runtime to flush on, when enough commands are in flight that a
-    /// new one should queue.
-    fn busy(&self) -> Option<tokio::runtime::Handle> {
-        let busy = self.in_flight.load(Ordering::Relaxed) >= QUEUE_FROM;
-        busy.then(tokio::runtime::Handle::try_current)
-            .and_then(Result::ok)
-    }
-
-    /// Queues with `push`, spawning the flush if this is a burst's first,
-    /// and waits for the reply.
-    async fn enqueue(
+    /// Queues `entry`, spawning the flush if it is a burst's first; the
+    /// reply's receiver. With no runtime to spawn the flush on, `entry`
+    /// comes back, to be sent alone. (The runtime is looked up once a
+    /// burst: its handle is shared by every thread, so a lookup per call
+    /// would have them take turns at one cache line.)
+    fn enqueue(
         self: &Arc<Self>,
-        runtime: &tokio::runtime::Handle,
-        push: impl FnOnce(&mut Queue, Waiter),
-    ) -> RedisResult<Value> {
+        entry: Entry,
+    ) -> Result<oneshot::Receiver<RedisResult<Value>>, Entry> {
         let (sender, receiver) = oneshot::channel();
-        let first = {
+        let runtime = {
             let mut queue = self.lock();
-            push(&mut queue, sender);
-            !std::mem::replace(&mut queue.scheduled, true)
+            let runtime = if queue.scheduled {
+                None
+            } else {
+                match tokio::runtime::Handle::try_current() {
+                    Ok(runtime) => Some(runtime),
+                    Err(_) => return Err(entry),
+                }
+            };
+            match entry {
+                Entry::Command(cmd) => {
+                    queue.commands.push(cmd);
+                    queue.waiters.push(sender);
+                }
+                Entry::Window(check) => queue.windows.push((check, sender)),
+            }
+            queue.scheduled = true;
+            runtime
         };
-        if first {
+        if let Some(runtime) = runtime {
             runtime.spawn(self.clone().flush());
         }
-        receiver.await.unwrap_or_else(|_| Err(dropped()))
+        Ok(receiver)
     }
 
     /// How many pipelines this queue sent, and how many commands they
@@ -273,9 +311,13 @@ impl Coalescer {
         let (commands, waiters, mut windows) = {
             let mut queue = self.lock();
             queue.scheduled = false;
+            // The next burst's vectors as long as this one's, so that they
+            // do not grow by doubling, a reallocation at a time, under the
+            // lock every caller takes.
+            let n = queue.commands.len();
             (
-                std::mem::take(&mut queue.commands),
-                std::mem::take(&mut queue.waiters),
+                std::mem::replace(&mut queue.commands, Vec::with_capacity(n)),
+                std::mem::replace(&mut queue.waiters, Vec::with_capacity(n)),
                 std::mem::take(&mut queue.windows),
             )
         };
@@ -304,7 +346,12 @@ impl Coalescer {
         if !pipeline.is_empty() {
             sends.push(self.send(pipeline));
         }
-        futures_util::future::join_all(sends).await;
+        if sends.len() == 1 {
+            // The usual burst, one pipeline: no joining.
+            sends.pop().unwrap().await;
+        } else {
+            futures_util::future::join_all(sends).await;
+        }
     }
 
     /// One call of the group script for these checks.

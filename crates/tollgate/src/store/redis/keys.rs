@@ -144,19 +144,31 @@ pub(crate) fn slot(key: &[u8]) -> u16 {
     crc16(tagged) % 16384
 }
 
-fn crc16(bytes: &[u8]) -> u16 {
-    let mut crc: u16 = 0;
-    for &b in bytes {
-        crc ^= (b as u16) << 8;
-        for _ in 0..8 {
+/// CRC16/XMODEM (polynomial 0x1021), a byte at a time from a table.
+const CRC16_TABLE: [u16; 256] = {
+    let mut table = [0u16; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut crc = (i as u16) << 8;
+        let mut bit = 0;
+        while bit < 8 {
             crc = if crc & 0x8000 != 0 {
                 (crc << 1) ^ 0x1021
             } else {
                 crc << 1
             };
+            bit += 1;
         }
+        table[i] = crc;
+        i += 1;
     }
-    crc
+    table
+};
+
+fn crc16(bytes: &[u8]) -> u16 {
+    bytes.iter().fold(0u16, |crc, &b| {
+        (crc << 8) ^ CRC16_TABLE[usize::from((crc >> 8) as u8 ^ b)]
+    })
 }
 
 #[cfg(test)]
@@ -224,6 +236,8 @@ mod tests {
         assert_eq!(crc16(b"123456789"), 0x31C3);
         assert_eq!(slot(b"foo"), 12182);
         assert_eq!(slot(b"{user1000}.following"), slot(b"user1000"));
+        assert_ne!(slot(b"foo{}{bar}"), slot(b"bar"));
+        assert_eq!(slot(b"foo{{bar}}zap"), slot(b"{bar"));
     }
 
     #[test]

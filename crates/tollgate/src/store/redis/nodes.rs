@@ -13,9 +13,10 @@
 //! (by `Script::run`, which builds it again), which follows redirects and
 //! retries as it always did, and the map is read again in the background.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use arc_swap::ArcSwap;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::{
@@ -24,12 +25,25 @@ use redis::{
 
 use super::Pipelined;
 use super::coalesce::{Coalescer, Sink};
+use super::keys::slot;
 
 /// The cluster's slots, each with the queue of the primary that holds it.
 struct SlotMap {
-    /// Index into `nodes` per slot (16384 of them).
-    owner: Vec<u16>,
+    /// The ranges of slots, in order and covering all 16384: each range's
+    /// last slot and the index of its primary in `nodes`. A few ranges
+    /// searched, rather than a table per slot: a table of 16384 owners
+    /// (32 KB) missed the cache on most calls, where the ranges of a
+    /// cluster take a line or two.
+    ranges: Vec<(u16, u16)>,
     nodes: Vec<Arc<Coalescer>>,
+}
+
+impl SlotMap {
+    /// The queue of the primary that holds `slot`.
+    fn node(&self, slot: u16) -> &Arc<Coalescer> {
+        let range = self.ranges.partition_point(|&(last, _)| last < slot);
+        &self.nodes[usize::from(self.ranges[range].1)]
+    }
 }
 
 /// Busy calls grouped per primary.
@@ -38,7 +52,13 @@ pub(crate) struct NodePipelines {
     /// How to reach a primary on a connection of its own (the seed's
     /// settings), `None` to go through the cluster connection.
     direct: Option<(ConnectionInfo, ConnectionManagerConfig)>,
-    map: RwLock<Arc<SlotMap>>,
+    /// Read on every call: an `ArcSwap`, whose reads touch no counter
+    /// shared between threads (a lock's or an `Arc`'s would have the
+    /// threads take turns at one cache line on every call).
+    map: ArcSwap<SlotMap>,
+    /// Commands in flight to every primary: the queues decide together
+    /// whether callers are busy (see [`Coalescer::submit`]).
+    in_flight: Arc<AtomicUsize>,
     /// Whether a refresh of the map is under way.
     refreshing: AtomicBool,
     /// What retired queues (from maps replaced since) had sent.
@@ -57,11 +77,13 @@ impl NodePipelines {
     ) -> RedisResult<NodePipelines> {
         let seed = seed.into_connection_info()?;
         let direct = matches!(seed.addr(), ConnectionAddr::Tcp(..)).then_some((seed, config));
-        let map = read_map(&cluster, direct.as_ref()).await?;
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let map = read_map(&cluster, direct.as_ref(), &in_flight).await?;
         Ok(NodePipelines {
             cluster,
             direct,
-            map: RwLock::new(Arc::new(map)),
+            map: ArcSwap::from_pointee(map),
+            in_flight,
             refreshing: AtomicBool::new(false),
             retired: std::sync::Mutex::new(Pipelined::default()),
         })
@@ -70,11 +92,10 @@ impl NodePipelines {
     /// Sends `cmd`, whose first key is `key`, in the next pipeline to its
     /// key's primary when callers are busy, else alone.
     pub(crate) async fn query(self: &Arc<Self>, key: &[u8], cmd: Cmd) -> RedisResult<Value> {
-        let node = {
-            let map = self.map.read().unwrap_or_else(|e| e.into_inner());
-            map.nodes[map.owner[usize::from(slot(key))] as usize].clone()
-        };
-        let reply = node.query(cmd).await;
+        // Queued (or handed back to leave alone) while the map is held, so
+        // that a queued call takes no reference of its own to its queue.
+        let submitted = self.map.load().node(slot(key)).submit(cmd);
+        let reply = submitted.reply().await;
         if let Err(e) = &reply
             && NodePipelines::reroutes(e)
         {
@@ -93,7 +114,7 @@ impl NodePipelines {
 
     /// What the queues have sent, in all.
     pub(crate) fn sent(&self) -> Pipelined {
-        let map = self.map.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let map = self.map.load_full();
         let retired = *self.retired.lock().unwrap_or_else(|e| e.into_inner());
         map.nodes.iter().fold(retired, |sum, node| {
             let sent = node.sent();
@@ -118,11 +139,8 @@ impl NodePipelines {
         runtime.spawn(async move {
             // Let the cluster settle a moment: a redirect comes in bursts.
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-            if let Ok(map) = read_map(&this.cluster, this.direct.as_ref()).await {
-                let old = std::mem::replace(
-                    &mut *this.map.write().unwrap_or_else(|e| e.into_inner()),
-                    Arc::new(map),
-                );
+            if let Ok(map) = read_map(&this.cluster, this.direct.as_ref(), &this.in_flight).await {
+                let old = this.map.swap(Arc::new(map));
                 let mut retired = this.retired.lock().unwrap_or_else(|e| e.into_inner());
                 for node in &old.nodes {
                     let sent = node.sent();
@@ -140,12 +158,13 @@ impl NodePipelines {
 async fn read_map(
     cluster: &ClusterConnection,
     direct: Option<&(ConnectionInfo, ConnectionManagerConfig)>,
+    in_flight: &Arc<AtomicUsize>,
 ) -> RedisResult<SlotMap> {
     let reply: Vec<Value> = redis::cmd("CLUSTER")
         .arg("SLOTS")
         .query_async(&mut cluster.clone())
         .await?;
-    let mut owner = vec![u16::MAX; SLOTS];
+    let mut ranges = Vec::new();
     let mut addrs: Vec<(String, u16)> = Vec::new();
     for range in reply {
         let Value::Array(fields) = range else {
@@ -168,15 +187,12 @@ async fn read_map(
                 addrs.len() - 1
             }
         };
-        let (start, end) = (*start as usize, *end as usize);
-        if start > end || end >= SLOTS {
+        if !(0..=*end).contains(start) || *end >= SLOTS as i64 {
             return Err(bad_map("a range out of bounds"));
         }
-        owner[start..=end].fill(index as u16);
+        ranges.push((*start as u16, *end as u16, index as u16));
     }
-    if owner.contains(&u16::MAX) {
-        return Err(bad_map("slots that no primary holds"));
-    }
+    let ranges = slot_ranges(ranges)?;
     let mut nodes = Vec::with_capacity(addrs.len());
     for (host, port) in addrs {
         let sink = match direct {
@@ -191,67 +207,63 @@ async fn read_map(
                 port,
             },
         };
-        nodes.push(Arc::new(Coalescer::to(sink)));
+        nodes.push(Arc::new(Coalescer::to(sink, in_flight.clone())));
     }
-    Ok(SlotMap { owner, nodes })
+    Ok(SlotMap { ranges, nodes })
+}
+
+/// `CLUSTER SLOTS`' ranges (first slot, last slot, primary) as the map
+/// keeps them: in order, each as its last slot and primary, neighbours of
+/// one primary merged; an error unless they cover every slot once.
+fn slot_ranges(mut ranges: Vec<(u16, u16, u16)>) -> RedisResult<Vec<(u16, u16)>> {
+    ranges.sort_unstable();
+    let mut out: Vec<(u16, u16)> = Vec::with_capacity(ranges.len());
+    let mut next = 0u16;
+    for (first, last, node) in ranges {
+        if first != next {
+            return Err(bad_map(if first < next {
+                "ranges that overlap"
+            } else {
+                "slots that no primary holds"
+            }));
+        }
+        match out.last_mut() {
+            Some(previous) if previous.1 == node => previous.0 = last,
+            _ => out.push((last, node)),
+        }
+        next = last + 1;
+    }
+    if usize::from(next) != SLOTS {
+        return Err(bad_map("slots that no primary holds"));
+    }
+    Ok(out)
 }
 
 fn bad_map(what: &'static str) -> redis::RedisError {
     redis::RedisError::from((redis::ErrorKind::Parse, "CLUSTER SLOTS", what.to_string()))
 }
 
-/// The cluster slot of a key: CRC16 (XMODEM) of its hash tag (the text
-/// between the first `{` and the next `}`, when not empty), else of the
-/// whole key, modulo 16384.
-pub(crate) fn slot(key: &[u8]) -> u16 {
-    let tagged = key.iter().position(|&b| b == b'{').and_then(|open| {
-        let rest = &key[open + 1..];
-        rest.iter()
-            .position(|&b| b == b'}')
-            .filter(|&close| close > 0)
-            .map(|close| &rest[..close])
-    });
-    crc16(tagged.unwrap_or(key)) % SLOTS as u16
-}
-
-const CRC16_TABLE: [u16; 256] = {
-    let mut table = [0u16; 256];
-    let mut i = 0;
-    while i < 256 {
-        let mut crc = (i as u16) << 8;
-        let mut bit = 0;
-        while bit < 8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-            bit += 1;
-        }
-        table[i] = crc;
-        i += 1;
-    }
-    table
-};
-
-fn crc16(bytes: &[u8]) -> u16 {
-    bytes.iter().fold(0u16, |crc, &b| {
-        (crc << 8) ^ CRC16_TABLE[usize::from((crc >> 8) as u8 ^ b)]
-    })
-}
-
 #[cfg(test)]
 mod tests {
-    use super::slot;
+    use super::slot_ranges;
 
     #[test]
-    fn slots_are_redis_cluster_slots() {
-        // Values from the Redis Cluster specification and `CLUSTER KEYSLOT`.
-        // CRC16 of "123456789" is 0x31C3, below 16384.
-        assert_eq!(slot(b"123456789"), 0x31C3);
-        assert_eq!(slot(b"foo"), 12182);
-        assert_eq!(slot(b"{user1000}.following"), slot(b"user1000"));
-        assert_ne!(slot(b"foo{}{bar}"), slot(b"bar"));
-        assert_eq!(slot(b"foo{{bar}}zap"), slot(b"{bar"));
+    fn slot_ranges_cover_every_slot_once() {
+        // Out of order, a primary's two neighbouring ranges merged.
+        let map = slot_ranges(vec![(10923, 16383, 2), (0, 5460, 0), (5461, 10922, 0)]).unwrap();
+        assert_eq!(map, vec![(10922, 0), (16383, 2)]);
+        let owner = |slot: u16| map[map.partition_point(|&(last, _)| last < slot)].1;
+        assert_eq!(
+            (owner(0), owner(10922), owner(10923), owner(16383)),
+            (0, 0, 2, 2)
+        );
+        for bad in [
+            vec![(0, 5460, 0), (5462, 16383, 1)],
+            vec![(0, 5460, 0), (5460, 16383, 1)],
+            vec![(0, 16382, 0)],
+            vec![(1, 16383, 0)],
+        ] {
+            assert!(slot_ranges(bad.clone()).is_err(), "{bad:?}");
+        }
     }
 }
