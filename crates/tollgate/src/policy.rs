@@ -94,11 +94,11 @@ impl Policy {
     /// capacity from the store in batches and answers from them locally
     /// (`source: lease`), for a fixed or sliding window (a batch is spent
     /// only within the window it was taken in, so a window never admits more
-    /// than its limit) or a token bucket or GCRA (a batch is spent within one
-    /// lease interval of being taken, so any span `T` admits at most
-    /// `burst + rate·(T + interval)`; see the module for why not
-    /// `burst + rate·T`). Other algorithms answer `unsupported`, naming
-    /// `lease`.
+    /// than its limit) or a token bucket or GCRA (a batch is spent within its
+    /// hold, one lease interval at most, and the store records it as taken
+    /// at the hold's end, so any span `T` admits at most `burst + rate·T`,
+    /// the bucket's own bound; see the module). Other algorithms answer
+    /// `unsupported`, naming `lease`.
     ///
     /// ```
     /// use std::time::Duration;
@@ -283,15 +283,48 @@ impl Policy {
     #[inline]
     pub fn validate_usage(&self, op: Usage, cost: u64) -> Result<()> {
         self.require_rate(op.as_str())?;
+        if let Usage::AtMostHeld(hold) = op {
+            self.validate_hold(hold)?;
+        }
         if cost > MAX_USAGE_COST {
-            let field = if op == Usage::AtMost {
-                "max_cost"
-            } else {
-                "cost"
-            };
+            let field = if op.is_at_most() { "max_cost" } else { "cost" };
             return Err(Error::argument(
                 field,
                 format!("must be at most 2^52 ({MAX_USAGE_COST}), got {cost}"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A held `check_at_most`'s hold: a token bucket's or GCRA's (a
+    /// window's lease is already exact, spent within its window), at most
+    /// the time the bucket takes to refill from empty (`burst · per /
+    /// rate`), past which nothing could ever be granted.
+    fn validate_hold(&self, hold: Duration) -> Result<()> {
+        let (rate, burst) = match self.algorithm {
+            Algorithm::TokenBucket(a) => (a.rate(), a.burst()),
+            Algorithm::Gcra(a) => (a.rate(), a.burst()),
+            other => {
+                return Err(Error::argument(
+                    "hold",
+                    format!(
+                        "a held check_at_most is for token_bucket and gcra policies, not {}",
+                        other.name()
+                    ),
+                ));
+            }
+        };
+        // In scaled units: the burst is below 2^50 of them, a µs drips
+        // `units_per_micro`.
+        let full = burst * rate.units_per_token / rate.units_per_micro;
+        if hold.as_micros() > u128::from(full) {
+            return Err(Error::argument(
+                "hold",
+                format!(
+                    "must be at most {full} µs (the time policy `{}` takes to refill from empty), got {} µs",
+                    self.name(),
+                    hold.as_micros()
+                ),
             ));
         }
         Ok(())

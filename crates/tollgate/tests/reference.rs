@@ -77,6 +77,12 @@ enum Op {
     Charge,
     Refund,
     AtMost,
+    /// `check_at_most` held for `Step::max_wait` µs (buckets only).
+    AtMostHeld,
+    /// The references' own step for it: cap a bucket's tokens at
+    /// `burst − rate·hold` (the hold in the `max_wait` argument); `None`
+    /// for a hold past the bucket's refill from empty.
+    Hold,
 }
 
 /// Time steps scaled to the policy's period, with some standing still and
@@ -104,13 +110,21 @@ fn steps(period: u64, limit: u64, len: usize) -> impl Strategy<Value = Vec<Step>
 }
 
 /// Traces of checks, charges (up to three limits), refunds and
-/// `check_at_most` (up to two limits).
-fn usage_steps(period: u64, limit: u64, len: usize) -> impl Strategy<Value = Vec<Step>> {
+/// `check_at_most` (up to two limits), with `held` `check_at_most` held
+/// too (up to one `limit + 1` periods, so past the refill from empty at
+/// times).
+fn usage_steps(
+    period: u64,
+    limit: u64,
+    len: usize,
+    held: bool,
+) -> impl Strategy<Value = Vec<Step>> {
     let op = prop_oneof![
         4 => Just(Op::Check),
         3 => Just(Op::Charge),
         3 => Just(Op::Refund),
         2 => Just(Op::AtMost),
+        if held { 2 } else { 0 } => Just(Op::AtMostHeld),
     ];
     (
         steps(period, limit, len),
@@ -121,6 +135,11 @@ fn usage_steps(period: u64, limit: u64, len: usize) -> impl Strategy<Value = Vec
                 s.op = op;
                 if op != Op::Check && big % 3 == 0 {
                     s.cost = big;
+                }
+                if op == Op::AtMostHeld {
+                    // max_wait is up to two periods: the hold up to
+                    // `limit + 1` of them.
+                    s.max_wait = s.max_wait * (big / 3 + 1) / 2;
                 }
             }
             steps
@@ -192,7 +211,7 @@ fn replay_usage(
     policy: &Policy,
     t0: u64,
     trace: &[Step],
-    mut reference: impl FnMut(u64, u8, Op, u64, u64) -> Option<Expect>,
+    mut reference: impl FnMut(u64, u8, Op, u64, u64) -> Option<Expect> + Clone,
 ) -> Result<(), TestCaseError> {
     let (store, clock) = store_at(t0);
     let mut now = t0;
@@ -228,13 +247,38 @@ fn replay_usage(
                     granted,
                 )
             }
+            // check_at_most on the bucket capped at `burst − rate·hold`,
+            // which stays capped only when something was granted.
+            _ => {
+                let hold = Usage::AtMostHeld(Duration::from_micros(s.max_wait));
+                let got = store.usage_sync(policy, &key, hold, s.cost);
+                let before = reference.clone();
+                if reference(now, s.key, Op::Hold, 0, s.max_wait).is_none() {
+                    (got, None, 0)
+                } else {
+                    let peek = reference(now, s.key, Op::Check, 0, 0).expect("a peek");
+                    let granted = s.cost.min(peek.remaining);
+                    let ask = if granted == 0 { s.cost.min(1) } else { granted };
+                    let want = reference(now, s.key, Op::Check, ask, 0);
+                    if granted == 0 {
+                        reference = before;
+                    }
+                    (got, want, granted)
+                }
+            }
         };
         match (want, got) {
             (Some(want), Ok(d)) => {
                 prop_assert_eq!(seen(&d), want, "step {} {:?} at {}", i, s, now);
                 prop_assert_eq!(d.granted, granted, "step {} {:?}", i, s);
             }
-            (None, Err(e)) => prop_assert_eq!(e.code(), "cost_exceeds_limit", "step {}", i),
+            (None, Err(e)) => {
+                let code = match s.op {
+                    Op::AtMostHeld => "invalid_argument",
+                    _ => "cost_exceeds_limit",
+                };
+                prop_assert_eq!(e.code(), code, "step {}", i)
+            }
             (want, got) => prop_assert!(false, "step {i} {s:?}: want {want:?}, got {got:?}"),
         }
     }
@@ -255,7 +299,7 @@ fn config() -> ProptestConfig {
 fn fixed_window_reference(
     limit: u64,
     w: u64,
-) -> impl FnMut(u64, u8, Op, u64, u64) -> Option<Expect> {
+) -> impl FnMut(u64, u8, Op, u64, u64) -> Option<Expect> + Clone {
     let mut counts: HashMap<(u8, u64), u64> = HashMap::new();
     move |now, key, op, cost, _| {
         if op == Op::Check && cost > limit {
@@ -308,7 +352,7 @@ fn fixed_window_reference(
 fn sliding_log_reference(
     limit: u64,
     w: u64,
-) -> impl FnMut(u64, u8, Op, u64, u64) -> Option<Expect> {
+) -> impl FnMut(u64, u8, Op, u64, u64) -> Option<Expect> + Clone {
     let mut log: HashMap<u8, Vec<(u64, u64)>> = HashMap::new();
     move |now, key, op, cost, _| {
         if op == Op::Check && cost > limit {
@@ -405,7 +449,7 @@ fn sliding_log_reference(
 fn sliding_window_reference(
     limit: u64,
     w: u64,
-) -> impl FnMut(u64, u8, Op, u64, u64) -> Option<Expect> {
+) -> impl FnMut(u64, u8, Op, u64, u64) -> Option<Expect> + Clone {
     let mut counts: HashMap<(u8, u64), u64> = HashMap::new();
     move |now, key, op, cost, _| {
         if op == Op::Check && cost > limit {
@@ -479,7 +523,7 @@ fn token_bucket_reference(
     rate: u64,
     per: u64,
     burst: u64,
-) -> impl FnMut(u64, u8, Op, u64, u64) -> Option<Expect> {
+) -> impl FnMut(u64, u8, Op, u64, u64) -> Option<Expect> + Clone {
     let cap = (burst as i128) * per as i128;
     // The most debt, as documented: 2^52 of the crate's reduced units.
     let floor = cap - (1i128 << 52) * gcd(rate, per) as i128;
@@ -491,6 +535,21 @@ fn token_bucket_reference(
         let (tokens, at) = buckets.entry(key).or_insert((cap, now));
         *tokens = (*tokens + (now - *at) as i128 * rate as i128).min(cap);
         *at = now;
+        if op == Op::Hold {
+            let hold = max_wait as i128 * rate as i128;
+            if hold > cap {
+                return None;
+            }
+            *tokens = (*tokens).min(cap - hold);
+            return Some(Expect {
+                allowed: true,
+                limit: burst,
+                remaining: 0,
+                reset_after: 0,
+                retry_after: 0,
+                delay: 0,
+            });
+        }
         let need = (cost as i128) * per as i128;
         let level = *tokens;
         let wait_for = |level: i128, need: i128| {
@@ -544,7 +603,7 @@ fn leaky_bucket_reference(
     rate: u64,
     per: u64,
     capacity: u64,
-) -> impl FnMut(u64, u8, Op, u64, u64) -> Option<Expect> {
+) -> impl FnMut(u64, u8, Op, u64, u64) -> Option<Expect> + Clone {
     let cap = capacity as u128 * per as u128;
     // The most backlog, as documented: 2^52 of the crate's reduced units.
     let most = (1u128 << 52) * gcd(rate, per) as u128;
@@ -739,7 +798,7 @@ proptest! {
     #[test]
     fn fixed_window_usage_matches_reference(
         (limit, w, trace) in (prop_oneof![1..=5u64, 1..=1000u64], period())
-            .prop_flat_map(|(l, w)| (Just(l), Just(w), usage_steps(w, l, 80))),
+            .prop_flat_map(|(l, w)| (Just(l), Just(w), usage_steps(w, l, 80, false))),
         t0 in start(),
     ) {
         let policy = Policy::fixed_window("p", limit, Duration::from_micros(w)).unwrap();
@@ -749,7 +808,7 @@ proptest! {
     #[test]
     fn sliding_log_usage_matches_reference(
         (limit, w, trace) in (prop_oneof![1..=5u64, 1..=200u64], period())
-            .prop_flat_map(|(l, w)| (Just(l), Just(w), usage_steps(w, l, 80))),
+            .prop_flat_map(|(l, w)| (Just(l), Just(w), usage_steps(w, l, 80, false))),
         t0 in start(),
     ) {
         let policy = Policy::sliding_log("p", limit, Duration::from_micros(w)).unwrap();
@@ -759,7 +818,7 @@ proptest! {
     #[test]
     fn sliding_window_usage_matches_reference(
         (limit, w, trace) in (prop_oneof![1..=5u64, 1..=100_000u64], period())
-            .prop_flat_map(|(l, w)| (Just(l), Just(w), usage_steps(w, l, 80))),
+            .prop_flat_map(|(l, w)| (Just(l), Just(w), usage_steps(w, l, 80, false))),
         t0 in start(),
     ) {
         let Ok(policy) = Policy::sliding_window("p", limit, Duration::from_micros(w)) else {
@@ -771,7 +830,7 @@ proptest! {
     #[test]
     fn token_bucket_usage_matches_reference(
         (rate, per, burst, trace) in rate_per_burst()
-            .prop_flat_map(|(r, p, b)| (Just(r), Just(p), Just(b), usage_steps(p / r.min(p) + 1, b, 80))),
+            .prop_flat_map(|(r, p, b)| (Just(r), Just(p), Just(b), usage_steps(p / r.min(p) + 1, b, 80, true))),
         t0 in start(),
     ) {
         let Ok(policy) = Policy::token_bucket("p", rate, Duration::from_micros(per), burst) else {
@@ -783,7 +842,7 @@ proptest! {
     #[test]
     fn gcra_usage_matches_token_bucket_reference(
         (rate, per, burst, trace) in rate_per_burst()
-            .prop_flat_map(|(r, p, b)| (Just(r), Just(p), Just(b), usage_steps(p / r.min(p) + 1, b, 80))),
+            .prop_flat_map(|(r, p, b)| (Just(r), Just(p), Just(b), usage_steps(p / r.min(p) + 1, b, 80, true))),
         t0 in start(),
     ) {
         let Ok(policy) = Policy::gcra("p", rate, Duration::from_micros(per), burst) else {
@@ -795,7 +854,7 @@ proptest! {
     #[test]
     fn leaky_bucket_usage_matches_reference(
         (rate, per, capacity, trace) in rate_per_burst()
-            .prop_flat_map(|(r, p, b)| (Just(r), Just(p), Just(b), usage_steps(p / r.min(p) + 1, b, 80))),
+            .prop_flat_map(|(r, p, b)| (Just(r), Just(p), Just(b), usage_steps(p / r.min(p) + 1, b, 80, false))),
         t0 in start(),
     ) {
         let Ok(policy) = Policy::leaky_bucket("p", rate, Duration::from_micros(per), capacity) else {

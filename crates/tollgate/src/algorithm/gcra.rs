@@ -52,6 +52,21 @@ impl Gcra {
         self.burst
     }
 
+    /// Moves the TAT to at least `now + hold` (`hold` µs): a held
+    /// `check_at_most`'s grant then counts as arriving `hold` from now.
+    /// Returns the TAT to restore when nothing is granted.
+    #[inline]
+    pub(crate) fn hold_micros(&self, state: &mut GcraState, now: u64, hold: u64) -> (u64, u64) {
+        let saved = (state.micros, state.frac);
+        let drip = u128::from(self.rate.units_per_micro);
+        let tat = u128::from(state.micros) * drip + u128::from(state.frac);
+        let held = now.saturating_add(hold);
+        if tat < u128::from(held) * drip {
+            (state.micros, state.frac) = (held, 0);
+        }
+        saved
+    }
+
     /// Decides a request of `cost` (≤ burst) at `now`, updating `state`.
     pub fn decide(&self, state: &mut GcraState, now: u64, cost: u64) -> Decision {
         self.reserve(state, now, cost, 0)

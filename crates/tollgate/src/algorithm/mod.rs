@@ -39,6 +39,14 @@ pub enum Usage {
     Refund,
     /// Consumes as much of the cost as is available now (possibly 0).
     AtMost,
+    /// [`AtMost`](Usage::AtMost) for units that will be admitted at any
+    /// time within the hold from now (a lease's batch): a token bucket's
+    /// or GCRA's grant is recorded as if it arrived at `now + hold`, so
+    /// that admissions spread over the hold never exceed the bucket's own
+    /// bound (see [`Store::check_at_most_held`](crate::Store::check_at_most_held)).
+    /// Only on token_bucket and gcra policies, for a hold no longer than
+    /// the bucket takes to refill entirely (`burst · per / rate`).
+    AtMostHeld(std::time::Duration),
 }
 
 impl Usage {
@@ -47,8 +55,14 @@ impl Usage {
         match self {
             Usage::Charge => "charge",
             Usage::Refund => "refund",
-            Usage::AtMost => "check_at_most",
+            Usage::AtMost | Usage::AtMostHeld(_) => "check_at_most",
         }
+    }
+
+    /// Whether it is a `check_at_most`, held or not.
+    #[inline]
+    pub fn is_at_most(self) -> bool {
+        matches!(self, Usage::AtMost | Usage::AtMostHeld(_))
     }
 }
 
@@ -179,8 +193,10 @@ impl Algorithm {
     }
 
     /// Applies a usage operation of `cost` at `now` (cost at most
-    /// [`MAX_USAGE_COST`]), updating `state`; the decision's `granted` is
-    /// what [`Usage::AtMost`] granted. A state of another algorithm is
+    /// [`MAX_USAGE_COST`]; a [`Usage::AtMostHeld`] only on a token bucket
+    /// or GCRA, its hold at most their refill from empty, as stores
+    /// validate), updating `state`; the decision's `granted` is what
+    /// [`Usage::AtMost`] granted. A state of another algorithm is
     /// replaced by a fresh one first. Concurrency policies peek (stores
     /// refuse usage on them before coming here).
     pub fn usage(&self, state: &mut State, now: u64, op: Usage, cost: u64) -> Decision {
@@ -201,25 +217,19 @@ impl Algorithm {
         if !self.owns(state) {
             *state = self.fresh_state();
         }
-        if op == Usage::AtMost {
-            // A check of all of it (no more than the limit, which is all
-            // a check may ask), which is all there is to do when it fits
-            // (the common case: one pass, as a check). Denied, it
-            // consumed nothing and its `remaining` is what a peek leaves
-            // (less than the cost): the grant is then a check of that, or,
-            // when nothing is left, a check of 1, denied with its retry
-            // (the first check's own when the cost was 1, or 0).
-            let most = cost.min(self.limit().0);
-            let whole = self.decide_micros(state, now, most, 0);
-            if whole.allowed {
-                return (whole, most);
+        match op {
+            Usage::AtMost => return self.at_most_micros(state, now, cost),
+            Usage::AtMostHeld(hold) => {
+                let hold = u64::try_from(hold.as_micros()).unwrap_or(u64::MAX);
+                let saved = self.hold_micros(state, now, hold);
+                let (verdict, granted) = self.at_most_micros(state, now, cost);
+                if granted == 0 {
+                    // Nothing was consumed: the hold is not recorded.
+                    self.unhold(state, saved);
+                }
+                return (verdict, granted);
             }
-            let granted = most.min(whole.remaining);
-            if granted == 0 && cost <= 1 {
-                return (whole, 0);
-            }
-            let ask = if granted == 0 { 1 } else { granted };
-            return (self.decide_micros(state, now, ask, 0), granted);
+            _ => {}
         }
         let verdict = match (self, state, op) {
             (Algorithm::FixedWindow(a), State::FixedWindow(s), Usage::Charge) => {
@@ -248,6 +258,53 @@ impl Algorithm {
             _ => unreachable!("the state was made to match the algorithm above"),
         };
         (verdict, 0)
+    }
+
+    /// `check_at_most` of `cost` at `now` on a state of this algorithm.
+    #[inline]
+    fn at_most_micros(&self, state: &mut State, now: u64, cost: u64) -> (Verdict, u64) {
+        // A check of all of it (no more than the limit, which is all
+        // a check may ask), which is all there is to do when it fits
+        // (the common case: one pass, as a check). Denied, it
+        // consumed nothing and its `remaining` is what a peek leaves
+        // (less than the cost): the grant is then a check of that, or,
+        // when nothing is left, a check of 1, denied with its retry
+        // (the first check's own when the cost was 1, or 0).
+        let most = cost.min(self.limit().0);
+        let whole = self.decide_micros(state, now, most, 0);
+        if whole.allowed {
+            return (whole, most);
+        }
+        let granted = most.min(whole.remaining);
+        if granted == 0 && cost <= 1 {
+            return (whole, 0);
+        }
+        let ask = if granted == 0 { 1 } else { granted };
+        (self.decide_micros(state, now, ask, 0), granted)
+    }
+
+    /// Raises a bucket's debt to at least `hold` µs of refill (the held
+    /// `check_at_most`: its grant is recorded as arriving `hold` from now),
+    /// returning the state's number to restore when nothing is granted.
+    /// Validation let only token buckets and GCRA through, with a hold of
+    /// at most their capacity.
+    #[inline]
+    fn hold_micros(&self, state: &mut State, now: u64, hold: u64) -> (u64, u64) {
+        match (self, state) {
+            (Algorithm::TokenBucket(a), State::TokenBucket(s)) => a.hold_micros(s, now, hold),
+            (Algorithm::Gcra(a), State::Gcra(s)) => a.hold_micros(s, now, hold),
+            _ => (0, 0),
+        }
+    }
+
+    /// Undoes [`hold_micros`](Self::hold_micros).
+    #[inline]
+    fn unhold(&self, state: &mut State, (a, b): (u64, u64)) {
+        match state {
+            State::TokenBucket(s) => s.deficit = a,
+            State::Gcra(s) => (s.micros, s.frac) = (a, b),
+            _ => {}
+        }
     }
 }
 

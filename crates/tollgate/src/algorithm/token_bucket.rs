@@ -83,6 +83,27 @@ impl TokenBucket {
         }
     }
 
+    /// Refills up to `now`, then caps the tokens at `burst − rate·hold`
+    /// (`hold` µs; the deficit at least `hold` µs of refill, exact in
+    /// scaled units): a held `check_at_most`'s grant then counts as taken
+    /// `hold` from now. Returns the deficit to restore when nothing is
+    /// granted.
+    #[inline]
+    pub(crate) fn hold_micros(
+        &self,
+        state: &mut TokenBucketState,
+        now: u64,
+        hold: u64,
+    ) -> (u64, u64) {
+        self.refill(state, now);
+        let saved = state.deficit;
+        // Stores validate hold ≤ capacity / units_per_micro; bounded as
+        // any debt, whatever the caller.
+        let held = hold.saturating_mul(self.rate.units_per_micro);
+        state.deficit = saved.max(held.min(MAX_DEBT));
+        (saved, 0)
+    }
+
     /// Decides a request of `cost` (≤ burst) at `now`, updating `state`.
     pub fn decide(&self, state: &mut TokenBucketState, now: u64, cost: u64) -> Decision {
         self.reserve(state, now, cost, 0)

@@ -83,3 +83,24 @@ fn costs_and_reservations_are_checked() {
         "unsupported"
     );
 }
+
+#[test]
+fn a_hold_is_for_buckets_within_their_refill_from_empty() {
+    let s = Duration::from_secs(1);
+    let held = |ms| Usage::AtMostHeld(Duration::from_millis(ms));
+    // 10 a second, a burst of 3: empty to full in 300 ms.
+    for bucket in [
+        Policy::token_bucket("tb", 10, s, 3).unwrap(),
+        Policy::gcra("g", 10, s, 3).unwrap(),
+    ] {
+        assert!(bucket.validate_usage(held(300), 5).is_ok());
+        let e = bucket.validate_usage(held(301), 5).unwrap_err();
+        assert_eq!(e.code(), "invalid_argument");
+        assert!(e.to_string().contains("hold"), "{e}");
+        assert!(e.to_string().contains("300000 µs"), "{e}");
+    }
+    let window = Policy::fixed_window("fw", 10, s).unwrap();
+    let e = window.validate_usage(held(0), 1).unwrap_err();
+    assert!(e.to_string().contains("hold"), "{e}");
+    assert!(e.to_string().contains("fixed_window"), "{e}");
+}

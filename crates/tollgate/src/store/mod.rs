@@ -157,6 +157,31 @@ pub trait Store: Debug + Send + Sync {
         self.usage(policy, key, Usage::AtMost, max_cost)
     }
 
+    /// [`check_at_most`](Self::check_at_most) for units the caller will
+    /// admit at any time within `hold` from now (a lease's batch, spent
+    /// over its life): on a token bucket or GCRA the grant is recorded as
+    /// if it arrived `hold` from now, its TAT (or the bucket's level) at
+    /// least that far ahead, while it is still decided now. Admissions
+    /// spread over the hold then never exceed the bucket's own bound
+    /// `burst + rate·T` over any span `T`, however many callers hold
+    /// batches (see the [leasing store](crate::store::leasing)); the cost
+    /// is up to `rate · hold` of capacity not granted when the bucket is
+    /// nearly full, none when it is busy. A grant of nothing records
+    /// nothing. `hold` is at most the bucket's refill from empty
+    /// (`burst · per / rate`); on any other algorithm the answer is
+    /// `invalid_argument` naming `hold` (a window's batch, spent within
+    /// its window, needs none). Redis's server-clock form holds whole ms,
+    /// rounded up.
+    fn check_at_most_held<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        max_cost: u64,
+        hold: Duration,
+    ) -> BoxFuture<'a, Result<Decision>> {
+        self.usage(policy, key, Usage::AtMostHeld(hold), max_cost)
+    }
+
     /// Settles a request admitted with cost `estimate` whose work turned
     /// out to cost `actual`: charges `actual − estimate` when positive,
     /// refunds `estimate − actual` when negative (a charge of 0 otherwise,

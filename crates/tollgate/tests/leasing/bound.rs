@@ -1,12 +1,13 @@
-//! The bound, on memory and on Redis: three leasing stores, 24 tasks each.
+//! The bound, on memory and on Redis: three leasing stores, 24 tasks each;
+//! and the case the hold is for, step by step on a manual clock.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tollgate::store::leasing::LeasingStore;
-use tollgate::store::redis::RedisStore;
-use tollgate::{Algorithm, Clock, MemoryStore, Policy, Source, Store, SystemClock};
+use tollgate::store::redis::{RedisStore, TimeSource};
+use tollgate::{Algorithm, Clock, ManualClock, MemoryStore, Policy, Source, Store, SystemClock};
 use tollgate_testkit::RedisServer;
 
 use crate::Counting;
@@ -135,12 +136,12 @@ fn within_each_window(admissions: &[Admission], policy: &Policy) {
     eprintln!("per window {:?}", per_window.values().collect::<Vec<_>>());
 }
 
-/// No span `T` admits more than `burst + rate·(T + interval)`, the leased
-/// bucket's bound: a bucket of that size refilled at the rate never runs
-/// dry on the admissions, each at the time its call returned. That time
-/// may be late by the call's duration, so an admission made just before a
-/// span may be counted in it: at most one per task in flight, which the
-/// bucket is given on top.
+/// No span `T` admits more than `burst + rate·T`, the bucket's own bound
+/// (leases held or not): a bucket of that size refilled at the rate never
+/// runs dry on the admissions, each at the time its call returned. That
+/// time may be late by the call's duration, so an admission made just
+/// before a span may be counted in it: at most one per task in flight,
+/// which the bucket is given on top.
 fn within_bucket_bound(admissions: &mut [Admission], policy: &Policy, instances: usize) {
     let (rate, per, burst) = match policy.algorithm() {
         Algorithm::TokenBucket(a) => (a.rate().rate, a.rate().per, a.burst()),
@@ -148,32 +149,26 @@ fn within_bucket_bound(admissions: &mut [Admission], policy: &Policy, instances:
         _ => unreachable!("a bucket"),
     };
     let in_flight = (instances * TASKS) as u64;
-    let interval = INTERVAL.as_micros() as u64;
     // In units of 1 / per: a token is `per` of them, and a µs refills
     // `rate`.
-    let capacity = (burst + in_flight) * per + rate * interval;
+    let capacity = (burst + in_flight) * per;
     admissions.sort_unstable_by_key(|a| a.1);
     let (mut level, mut at) = (capacity, admissions.first().map_or(0, |a| a.1));
-    // The strict bound `burst + rate·T`, for the report only.
-    let strict = burst * per;
-    let (mut strict_level, mut worst) = (strict, 0i128);
+    let mut lowest = capacity;
     for &(_, after, _) in admissions.iter() {
-        let refill = (after - at) * rate;
-        level = (level + refill).min(capacity);
-        strict_level = (strict_level + refill).min(strict);
+        level = (level + (after - at) * rate).min(capacity);
         at = after;
         assert!(
             level >= per,
-            "at {after} µs more than burst + rate·(T + interval) admitted ({} units short)",
-            per - level
+            "at {after} µs more than burst + rate·T admitted ({:.1} units short)",
+            (per - level) as f64 / per as f64
         );
         level -= per;
-        worst = worst.max(per as i128 - strict_level as i128);
-        strict_level = strict_level.saturating_sub(per);
+        lowest = lowest.min(level);
     }
     eprintln!(
-        "bucket: the strict bound burst + rate·T was exceeded by at most {:.1} units (by the time each call returned)",
-        worst.max(0) as f64 / per as f64
+        "bucket: at least {:.1} units of burst + rate·T + in_flight left at every admission",
+        lowest as f64 / per as f64
     );
 }
 
@@ -251,4 +246,67 @@ async fn an_idle_lease_goes_back_and_a_reset_drops_it() {
     // lease would have answered without the store).
     assert!(leasing.check(&policy, b"k", 1).await.unwrap().allowed);
     assert_eq!(memory.check(&policy, b"k", 0).await.unwrap().remaining, 999);
+}
+
+/// The case a bucket's hold is for, on the store's manual clock: two
+/// instances take batches from a full bucket, the bucket refills for
+/// 400 ms (less than their batches' life), a third instance takes all
+/// there is, and the first two spend what they hold, all at one instant.
+/// Recorded as taken when they were, their batches would meet the refill
+/// the third spent (admitting up to `burst + rate·400 ms` at once); held,
+/// every span admits at most `burst + rate·T`.
+async fn held_batches_never_meet_the_refill(store: Arc<dyn Store>, clock: &ManualClock) {
+    let policy = Policy::token_bucket("held", 1_000, Duration::from_secs(1), 1_000)
+        .unwrap()
+        .with_lease(true)
+        .unwrap();
+    // Batches that last (in real time) through the test: their life in
+    // the store's time is the hold, 499.5 ms here.
+    let leasing: Vec<LeasingStore> = (0..3)
+        .map(|_| LeasingStore::with(store.clone(), Duration::from_secs(10), 1))
+        .collect();
+    let mut admissions: Vec<Admission> = Vec::new();
+    let mut spend = async |leasing: &LeasingStore, most: usize| {
+        for _ in 0..most {
+            let d = leasing.check(&policy, b"k", 1).await.unwrap();
+            if !d.allowed {
+                break;
+            }
+            let now = clock.now_micros();
+            admissions.push((now, now, d.source));
+        }
+    };
+    spend(&leasing[0], 2).await;
+    spend(&leasing[1], 2).await;
+    let held = leasing[0].held(&policy, b"k") + leasing[1].held(&policy, b"k");
+    assert!(held > 100, "the first two hold {held}");
+    clock.advance(Duration::from_millis(400));
+    spend(&leasing[2], 5_000).await;
+    spend(&leasing[0], 5_000).await;
+    spend(&leasing[1], 5_000).await;
+    eprintln!(
+        "held: {} admitted, {held} held before the refill",
+        admissions.len()
+    );
+    // Exactly the bucket's bound, nothing in flight.
+    within_bucket_bound(&mut admissions, &policy, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_batches_never_meet_the_refill_on_memory() {
+    let clock = ManualClock::new(1_700_000_000_000_000);
+    let store = Arc::new(MemoryStore::with_clock(clock.clone()));
+    held_batches_never_meet_the_refill(store, &clock).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_batches_never_meet_the_refill_on_redis() {
+    let server = RedisServer::start();
+    let clock = ManualClock::new(1_700_000_000_000_000);
+    let store = RedisStore::builder([server.url()])
+        .time_source(TimeSource::Client(Arc::new(clock.clone())))
+        .connect()
+        .await
+        .unwrap();
+    held_batches_never_meet_the_refill(Arc::new(store), &clock).await;
 }

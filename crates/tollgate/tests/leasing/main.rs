@@ -1,8 +1,8 @@
 //! Leases: many instances, many tasks, one hot key. Every admission from
 //! a lease was consumed in the store first (the store's consumed units,
 //! granted less refunded, are never below the admissions), no window
-//! admits more than its limit and no span of a bucket more than its
-//! leased bound (`bound.rs`); through an outage, held leases are spent and
+//! admits more than its limit and no span of a bucket more than the
+//! bucket's own bound, `burst + rate·T` (`bound.rs`); through an outage, held leases are spent and
 //! then the failure policy answers (`outage.rs`).
 
 #![cfg(feature = "redis")]
@@ -18,7 +18,7 @@ use tollgate::algorithm::{LeaseId, Usage};
 use tollgate::store::{BoxFuture, Lease, Request, Store};
 use tollgate::{Decision, Policy, Result};
 
-/// A store that counts what `check_at_most` granted and what was
+/// A store that counts what `check_at_most` (held or not) granted and what was
 /// refunded through it.
 #[derive(Debug)]
 pub(crate) struct Counting {
@@ -81,7 +81,7 @@ impl Store for Counting {
         Box::pin(async move {
             let d = self.store.usage(p, k, op, c).await?;
             match op {
-                Usage::AtMost => self.granted.fetch_add(d.granted, Ordering::Relaxed),
+                op if op.is_at_most() => self.granted.fetch_add(d.granted, Ordering::Relaxed),
                 Usage::Refund => self.refunded.fetch_add(c, Ordering::Relaxed),
                 _ => 0,
             };

@@ -29,7 +29,7 @@ enum Op {
     Reset {
         key: usize,
     },
-    /// A charge, a refund or a `check_at_most`.
+    /// A charge, a refund or a `check_at_most`, held or not.
     Usage {
         key: usize,
         op: Usage,
@@ -81,8 +81,10 @@ fn ops() -> impl Strategy<Value = Vec<(u64, Op)>> {
             .prop_map(|(keys, cost, atomic)| Op::Batch { keys, cost, atomic }),
         1 => key.clone().prop_map(|key| Op::Reset { key }),
         // Costs past the limit: charges go into debt, check_at_most asks
-        // for more than is left.
-        6 => (key, prop_oneof![Just(Usage::Charge), Just(Usage::Refund), Just(Usage::AtMost)], prop_oneof![3 => 0..=4u64, 1 => 0..=40u64])
+        // for more than is left. A held check_at_most holds up to 3 s:
+        // a bucket's refill from empty or more (an error), and an error
+        // on any other policy.
+        6 => (key, prop_oneof![Just(Usage::Charge), Just(Usage::Refund), Just(Usage::AtMost), (0..=3_000_000u64).prop_map(|h| Usage::AtMostHeld(Duration::from_micros(h)))], prop_oneof![3 => 0..=4u64, 1 => 0..=40u64])
             .prop_map(|(key, op, cost)| Op::Usage { key, op, cost }),
     ];
     // Time steps in ms: many small, some across whole windows.

@@ -1,6 +1,8 @@
 //! Taking a batch: how large, in one `check_at_most`, and until when it
 //! may be spent.
 
+use std::time::Duration;
+
 use super::LeasingStore;
 use super::slot::{Batch, MAX_UNITS, Slot, Taken};
 use crate::algorithm::Algorithm;
@@ -54,16 +56,15 @@ impl LeasingStore {
         let window = window_micros(policy);
         // Only a window's units outlive a batch (until the window ends).
         let kept = if window.is_some() { slot.held(now) } else { 0 };
+        // A bucket's batch lapses `hold` after it is taken, and the store
+        // records it as taken then.
+        let hold = bucket_hold(policy, interval, cost);
         let size = batch_size(
             taken.units.saturating_sub(slot.units()),
             now.saturating_sub(taken.at),
-            // A bucket's batch lapses an interval after it is taken: sized
-            // for half of one, so that it is spent before.
-            if window.is_some() {
-                interval
-            } else {
-                interval / 2
-            },
+            // A bucket's batch is sized for half its life, so that it is
+            // spent before it lapses.
+            hold.map_or(interval, |h| h / 2),
             slot.remaining(),
             self.inner.instances,
             cost,
@@ -72,12 +73,15 @@ impl LeasingStore {
         self.inner
             .takes
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let d = match self
-            .inner
-            .store
-            .check_at_most(policy, key, size.saturating_sub(kept).max(1))
-            .await
-        {
+        let ask = size.saturating_sub(kept).max(1);
+        let store = &self.inner.store;
+        let d = match match hold {
+            None => store.check_at_most(policy, key, ask).await,
+            Some(h) => {
+                let hold = Duration::from_micros(h);
+                store.check_at_most_held(policy, key, ask, hold).await
+            }
+        } {
             Ok(d) => d,
             Err(e) if e.is_store_failure() => return Ok(Took::Failed),
             Err(e) => return Err(e),
@@ -93,9 +97,10 @@ impl LeasingStore {
                 // taken in, which ends when its state resets (a sliding
                 // window's, one window later), counted from before the call.
                 Some(w) => reset_at.saturating_sub(w),
-                // A bucket's within one interval of being taken: the refill
-                // meanwhile is all a lease adds to the bucket's bound.
-                None => sent + interval,
+                // A bucket's within its hold of being taken (the store's
+                // time at the call is after `sent`): the store recorded the
+                // grant as arriving no sooner than that.
+                None => sent + hold.unwrap_or(0),
             },
         };
         if window.is_some() && kept > 0 && batch.until <= slot.until() + interval {
@@ -118,6 +123,24 @@ impl LeasingStore {
     }
 }
 
+/// A bucket's hold (µs) for a batch whose first `cost` units answer the
+/// check that takes it: the lease `interval`, but at most half the
+/// bucket's refill from `burst − cost`, so that a full bucket still
+/// grants the check (a held grant needs `rate · hold + cost ≤ burst`) and
+/// about half its burst beside. `None` for a window, whose batch needs no
+/// hold.
+fn bucket_hold(policy: &Policy, interval: u64, cost: u64) -> Option<u64> {
+    let (rate, burst) = match policy.algorithm() {
+        Algorithm::TokenBucket(a) => (a.rate(), a.burst()),
+        Algorithm::Gcra(a) => (a.rate(), a.burst()),
+        _ => return None,
+    };
+    // Scaled units: a token is `units_per_token`, a µs refills
+    // `units_per_micro`; the burst is below 2^50 of them.
+    let refill = burst.saturating_sub(cost) * rate.units_per_token / rate.units_per_micro;
+    Some(interval.min(refill / 2))
+}
+
 /// A window's length in µs (0 for a fixed window, whose state resets when
 /// the window ends); `None` for a bucket.
 fn window_micros(policy: &Policy) -> Option<u64> {
@@ -130,7 +153,26 @@ fn window_micros(policy: &Policy) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::batch_size;
+    use std::time::Duration;
+
+    use super::{batch_size, bucket_hold};
+    use crate::Policy;
+
+    #[test]
+    fn a_buckets_hold_is_the_interval_or_half_its_refill_from_burst_less_cost() {
+        let s = Duration::from_secs(1);
+        // 1,000 a second: a token refills in 1 ms.
+        let big = Policy::token_bucket("tb", 1_000, s, 1_000).unwrap();
+        assert_eq!(bucket_hold(&big, 20_000, 1), Some(20_000));
+        let small = Policy::gcra("g", 1_000, s, 10).unwrap();
+        // (10 − 1) ms / 2, and (10 − 4) ms / 2.
+        assert_eq!(bucket_hold(&small, 20_000, 1), Some(4_500));
+        assert_eq!(bucket_hold(&small, 20_000, 4), Some(3_000));
+        // A check of the whole burst: no hold, the batch is the check.
+        assert_eq!(bucket_hold(&small, 20_000, 10), Some(0));
+        let window = Policy::fixed_window("fw", 10, s).unwrap();
+        assert_eq!(bucket_hold(&window, 20_000, 1), None);
+    }
 
     #[test]
     fn a_batch_follows_the_rate_and_shrinks_near_the_limit() {

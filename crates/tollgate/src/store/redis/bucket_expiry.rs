@@ -4,6 +4,8 @@
 //! the backlog, from which the algorithm's own Rust code rebuilds the
 //! decision.
 
+use std::time::Duration;
+
 use super::scripts::{Script, Scripts};
 use crate::algorithm::{
     Algorithm, GcraState, LeakyBucketState, MAX_DEBT, MAX_EXACT, State, TokenBucketState, Usage,
@@ -116,7 +118,8 @@ impl BucketExpiry {
     /// 0 the check's, which peeks) and its arguments, as text (see each
     /// script's contract): the deadline only when there is one, and
     /// check_at_most's interval only when it is not 1 ms or a deadline
-    /// follows it.
+    /// follows it (a held one's always, its deadline '0' for none, then
+    /// its hold in whole ms, rounded up).
     pub(super) fn usage_call<'s>(
         &self,
         scripts: &'s Scripts,
@@ -142,6 +145,14 @@ impl BucketExpiry {
                 // More than the capacity grants what the capacity does.
                 let need = need.min(self.capacity);
                 let mut args = vec![need, self.capacity - need];
+                if let Usage::AtMostHeld(hold) = op {
+                    // The deadline's place is taken ('0' for none).
+                    args.extend([self.interval, deadline, hold_ms(hold)]);
+                    return (
+                        &scripts.bucket_expiry_at_most,
+                        args.iter().map(u64::to_string).collect(),
+                    );
+                }
                 if self.interval != 1 || deadline > 0 {
                     args.push(self.interval);
                 }
@@ -175,6 +186,11 @@ impl BucketExpiry {
             message: format!("a bucket_expiry usage script replied {reply}, a negative backlog"),
         })?;
         let mut state = self.state_at(algorithm, backlog, "a bucket_expiry usage script", reply)?;
+        // The script held whole ms.
+        let op = match op {
+            Usage::AtMostHeld(hold) => Usage::AtMostHeld(Duration::from_millis(hold_ms(hold))),
+            op => op,
+        };
         Ok(algorithm.usage(&mut state, 0, op, cost))
     }
 
@@ -210,6 +226,12 @@ impl BucketExpiry {
             }
         })
     }
+}
+
+/// A held `check_at_most`'s hold in whole ms, rounded up: the grant
+/// counts as arriving no sooner than the hold asks.
+fn hold_ms(hold: Duration) -> u64 {
+    u64::try_from(hold.as_micros().div_ceil(1000)).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]
@@ -250,6 +272,28 @@ mod tests {
         }
         let fw = Policy::fixed_window("f", 1, s).unwrap();
         assert_eq!(bucket(&fw), None);
+    }
+
+    #[test]
+    fn a_hold_is_whole_ms_rounded_up() {
+        assert_eq!(hold_ms(Duration::ZERO), 0);
+        assert_eq!(hold_ms(Duration::from_micros(1)), 1);
+        assert_eq!(hold_ms(Duration::from_micros(20_000)), 20);
+        assert_eq!(hold_ms(Duration::from_micros(20_001)), 21);
+        let policy = Policy::gcra("g", 10, Duration::from_secs(1), 3).unwrap();
+        let b = bucket(&policy).unwrap();
+        let scripts = crate::store::redis::scripts::Scripts::new();
+        let held = Usage::AtMostHeld(Duration::from_micros(1_500));
+        // need, room, the interval, no deadline ('0'), the hold.
+        assert_eq!(
+            b.usage_call(&scripts, held, 1, 0).1,
+            ["100", "200", "100", "0", "2"]
+        );
+        // Rebuilt on a backlog of 0 with the hold the script used: the
+        // grant leaves 2 ms + 100 ms of backlog.
+        let d = b.usage_decision(policy.algorithm(), 0, held, 1).unwrap();
+        assert_eq!(d.granted, 1);
+        assert_eq!(d.reset_after, Duration::from_millis(102));
     }
 
     #[test]

@@ -201,13 +201,13 @@ pub(crate) const SLIDING_LOG_USAGE: &str = usage_script!(
     usage_entry!("dddddd", "6", "limit, window, cost");
     "decimal.lua", "sliding_log_usage.lua", "count_op.lua", "sliding_log_usage_end.lua");
 pub(crate) const TOKEN_BUCKET_USAGE: &str = usage_script!(
-    usage_entry!("dddddddd", "8", "drip, unit, capacity, cost");
+    usage_entry!("dddddddd", "8", "drip, unit, capacity, cost, hold");
     "token_bucket_usage.lua", "debt_op.lua", "token_bucket_usage_end.lua");
 // GCRA's numbers end with its max_wait, 0; the leaky bucket's with the
 // cost, after which the caller puts 1: the shaper, whose admissions wait
-// their backlog.
+// their backlog. Then the hold (0 but for a held check_at_most).
 pub(crate) const TAT_USAGE: &str = usage_script!(
-    usage_entry!("dddddddd", "8", "drip, unit, capacity, cost, shaper");
+    usage_entry!("ddddddddd", "9", "drip, unit, capacity, cost, shaper, hold");
     "tat_usage.lua", "debt_op.lua", "tat_usage_end.lua");
 pub(crate) const BUCKET_EXPIRY_CHARGE: &str = bucket_expiry_usage!(
     "need, room, deadline = KEYS[1], ARGV[1], ARGV[2], ARGV[3]",
@@ -219,7 +219,7 @@ pub(crate) const BUCKET_EXPIRY_REFUND: &str = bucket_expiry_usage!(
     "bucket_expiry_refund.lua"
 );
 pub(crate) const BUCKET_EXPIRY_AT_MOST: &str = bucket_expiry_usage!(
-    "need, room, deadline = KEYS[1], ARGV[1], ARGV[2], ARGV[4]",
+    "need, room, deadline, hold = KEYS[1], ARGV[1], ARGV[2], ARGV[4] ~= '0' and ARGV[4], ARGV[5]",
     "bucket_expiry_at_most.lua",
     "bucket_expiry_add.lua"
 );

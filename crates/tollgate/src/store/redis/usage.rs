@@ -66,6 +66,15 @@ impl RedisStore {
                     // tat_usage.lua's `shaper` (see scripts.rs).
                     numbers.push(1.0);
                 }
+                // The hold, in scaled units (below the capacity, 2^50:
+                // validated): token_bucket_usage.lua's in place of the
+                // max_wait it ignores, tat_usage.lua's after the shaper.
+                let hold = hold_units(algorithm, op);
+                match algorithm {
+                    Algorithm::TokenBucket(_) => *numbers.last_mut().expect("its numbers") = hold,
+                    Algorithm::Gcra(_) | Algorithm::LeakyBucket(_) => numbers.push(hold),
+                    _ => {}
+                }
                 let packed = pack(&numbers);
                 // The fixed window's change of count, as text (see its
                 // script).
@@ -98,6 +107,21 @@ fn usage_script<'s>(scripts: &'s Scripts, algorithm: &Algorithm) -> &'s Script {
             &scripts.tat_usage
         }
     }
+}
+
+/// A held `check_at_most`'s hold in the bucket's scaled units (0 for any
+/// other operation): `units_per_micro` per µs, exact.
+fn hold_units(algorithm: &Algorithm, op: Usage) -> f64 {
+    let (Usage::AtMostHeld(hold), Algorithm::TokenBucket(_) | Algorithm::Gcra(_)) = (op, algorithm)
+    else {
+        return 0.0;
+    };
+    let rate = match algorithm {
+        Algorithm::TokenBucket(a) => a.rate(),
+        Algorithm::Gcra(a) => a.rate(),
+        _ => unreachable!("matched above"),
+    };
+    (hold.as_micros() as u64 * rate.units_per_micro) as f64
 }
 
 /// The operation as the usage scripts name it: 1 charge, 2 refund, 3

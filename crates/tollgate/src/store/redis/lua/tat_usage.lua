@@ -6,7 +6,8 @@
 --
 -- ARGV[1]  time, deadline, op, drip, unit, capacity (scaled), cost, then
 --          `shaper`: GCRA's max_wait, 0, or for the leaky bucket 1 (whose
---          admissions wait their backlog as `delay`)
+--          admissions wait their backlog as `delay`), then `hold` (scaled
+--          units: a held check_at_most's, else 0)
 -- Rule     on the debt d = max(time - now, 0): a charge adds cost·unit
 --          (up to 2^52) whatever the capacity; a refund takes it off,
 --          never moving the time before now.

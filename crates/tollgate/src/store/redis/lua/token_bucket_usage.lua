@@ -3,7 +3,8 @@
 -- form), with its check's calls: GET, then SET or DEL.
 --
 -- ARGV[1]  time, deadline, op, drip, unit, capacity (burst·unit), cost,
---          max_wait (ignored)
+--          hold (scaled units: a held check_at_most's, else 0; in the
+--          place of the check's max_wait)
 -- Rule     after the refill (a stored time ahead of now is kept, as in
 --          token_bucket.lua), a charge adds cost·unit to the deficit (up
 --          to 2^52) whatever the capacity; a refund takes it off, down to

@@ -22,6 +22,11 @@
 --          (`allowed` is 1). check_at_most grants min(max_cost, what is
 --          left), consumes it, and answers as a check of what it granted,
 --          or, when nothing is, of 1 (denied), or of 0 for max_cost 0.
+--          A held check_at_most (token_bucket_usage.lua and tat_usage.lua:
+--          a `hold` above 0, in scaled units) does so on a debt of at
+--          least the hold: its grant is recorded as arriving `hold` from
+--          now (the leasing store's batches, see docs/leases.md); a grant
+--          of nothing writes nothing.
 -- Writes   only when the state changes; a state back to fresh is deleted;
 --          every write re-arms the expiry to when the state is fresh
 --          again, so a key in debt lives until its debt is repaid.
