@@ -1,13 +1,14 @@
 -- fixed_window_server_group.lua: many server-clock fixed-window checks
 -- that carry a deadline, in one call that reads `TIME` once for all.
 --
--- Why: a deadline needs the server's clock, and `TIME` (about 6.8k
--- instructions) is half again what the window's own hot path costs (one
--- DECRBY, 14k with the call itself): alone, a checked decision costs the
--- server ~1.4x the peers' INCRBY+EXPIRE. When callers are busy their
--- calls already leave in one pipeline (coalesce.rs); their window checks
--- then travel as one call of this script, which pays the call and the
--- clock once and the DECRBY per check.
+-- Why: a deadline needs the server's clock, and `TIME` and comparing it
+-- (about 9k instructions) add two thirds to what the window's own hot path
+-- costs (one DECRBY, 14k with the call itself): read per check, a checked
+-- decision costs the server ~1.3x go-zero's periodlimit script. When callers are busy their calls already leave in
+-- one pipeline (coalesce.rs); their window checks then travel as one call
+-- of this script, which pays the call and the clock once and the DECRBY
+-- per check. (A check sent alone proves its deadline with a clock key
+-- instead: fixed_window_server_deadline.lua.)
 --
 -- KEYS     the checks' keys, each a fixed_window_server.lua state (the
 --          same key may come more than once: each is its own check, in
