@@ -104,11 +104,10 @@ impl SlidingLog {
             // The oldest entries age out first; find the first moment enough
             // of them are gone (what is left after an entry goes is the
             // newest total minus its own).
-            // What is left after each entry falls from the oldest to the
-            // newest: the first that leaves room, found by bisection (the
-            // base, whose remainder is all that is used, never does).
-            let i = log.partition_point(|&(_, t)| total.wrapping_sub(t) + cost > self.limit);
-            log.get(i).map_or(at, |&(s, _)| s + w)
+            log.iter()
+                .skip(1)
+                .find(|&&(_, t)| total.wrapping_sub(t) + cost <= self.limit)
+                .map_or(at, |&(s, _)| s + w)
         };
         if allowed && cost > 0 {
             match log.back_mut() {
@@ -238,8 +237,19 @@ impl SlidingLog {
         let retry_at = if used < self.limit {
             now
         } else {
-            // As in `decide_micros`, by bisection.
-            let i = log.partition_point(|&(_, t)| total.wrapping_sub(t) >= self.limit);
+            // As in `decide_micros`: the first entry whose going leaves
+            // room. Without debt that is the oldest; deep in debt, the
+            // newest (which always does: nothing is left after it); else
+            // found by bisection (what is left after each entry shrinks
+            // from the oldest to the newest, and the base, whose remainder
+            // is all that is used, never leaves room).
+            let fits = |&(_, t): &(u64, u64)| total.wrapping_sub(t) < self.limit;
+            let n = log.len();
+            let i = match log.get(1) {
+                Some(first) if fits(first) => 1,
+                _ if n >= 2 && !fits(&log[n - 2]) => n - 1,
+                _ => log.partition_point(|e| !fits(e)),
+            };
             log.get(i).map_or(at, |&(s, _)| s + self.window)
         };
         let reset_at = state.newest().map_or(now, |s| s + self.window);

@@ -78,7 +78,9 @@ macro_rules! bucket_expiry_usage {
 
 /// A file of `lua/`; `fixed_window_server_fn.lua` and
 /// `bucket_expiry_fn.lua` are those scripts' bodies wrapped in a function
-/// of its own KEYS and ARGV, for the batch.
+/// of its own KEYS and ARGV, for the batch; `sliding_window.lua` is its
+/// function, opened with `sliding_window_roll.lua` (which its usage script
+/// shares).
 macro_rules! lua {
     ("fixed_window_server_fn.lua") => {
         concat!(
@@ -92,6 +94,13 @@ macro_rules! lua {
             "local function bucket_expiry(KEYS, ARGV)\n",
             bucket_expiry!(),
             "end\n"
+        )
+    };
+    ("sliding_window.lua") => {
+        concat!(
+            "local function sliding_window(key, now, limit, window, cost, dry)\n",
+            include_str!("lua/sliding_window_roll.lua"),
+            include_str!("lua/sliding_window.lua")
         )
     };
     ($file:literal) => {
@@ -196,7 +205,8 @@ pub(crate) const FIXED_WINDOW_USAGE: &str = usage_script!(
 pub(crate) const FIXED_WINDOW_CALENDAR_USAGE: &str = usage_script!(
     usage_entry!("ddddddddd", "9", "limit, window, cost, s0, e0, e1"); "fixed_window_usage.lua");
 pub(crate) const SLIDING_WINDOW_USAGE: &str = usage_script!(
-    usage_entry!("dddddd", "6", "limit, window, cost"); "sliding_window_usage.lua");
+    usage_entry!("dddddd", "6", "limit, window, cost");
+    "sliding_window_roll.lua", "sliding_window_usage.lua");
 pub(crate) const SLIDING_LOG_USAGE: &str = usage_script!(
     usage_entry!("dddddd", "6", "limit, window, cost");
     "decimal.lua", "sliding_log_usage.lua", "count_op.lua", "sliding_log_usage_end.lua");

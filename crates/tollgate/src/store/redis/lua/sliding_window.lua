@@ -10,24 +10,11 @@
 --          (2·limit·window < 2^53 is checked in Rust, so this is exact).
 -- Writes   only when admitting a cost > 0: SET with PX = until the end of
 --          the next window, when both counts have aged out.
+-- Form     texts.rs opens the function `sliding_window(key, now, limit,
+--          window, cost, dry)` with sliding_window_roll.lua (the windows
+--          as of now, which sliding_window_usage.lua reads the same way);
+--          this file is the rest of the function.
 
-local function sliding_window(key, now, limit, window, cost, dry)
-  local current = math.floor(now / window)
-  local k, prev, curr = current, 0, 0
-  local stored = redis.call('GET', key)
-  if stored then
-    local sk, sp, sc = struct.unpack('<ddd', stored)
-    if sk >= current then
-      k, prev, curr = sk, sp, sc
-    elseif sk + 1 == current then
-      prev = sc
-    end
-  end
-  local start = k * window
-  local e = now - start
-  if e < 0 then
-    e = 0
-  end
   local weighted = prev * (window - e)
   local allowed = weighted + (curr + cost) * window <= limit * window
   local after = curr

@@ -6,44 +6,43 @@
 --          2^52 / window, which keeps count·window exact); a refund takes
 --          from the current window, then from the previous one.
 -- Writes   SET with PX = until both counts have aged out, or DEL.
--- Body     a body, not a function (see usage_prologue.lua).
+-- Body     a body, not a function (see usage_prologue.lua), after
+--          sliding_window_roll.lua, which reads the state as the check
+--          does.
 
-local current = math.floor(now / window)
-local k, prev, curr = current, 0, 0
-local stored = redis.call('GET', key)
-if stored then
-  local sk, sp, sc = struct.unpack('<ddd', stored)
-  if sk >= current then
-    k, prev, curr = sk, sp, sc
-  elseif sk + 1 == current then
-    prev = sc
-  end
-end
-local start = k * window
-local e = now - start
-if e < 0 then
-  e = 0
-end
 local lw = limit * window
 local p, c = prev, curr
 local allowed, granted, ask = true, 0, 1
+-- (No math.min or math.floor where a comparison does: each is a call.)
+local room = lw - prev * (window - e) - curr * window
 if op == 1 then
-  allowed = curr + cost <= limit and prev * (window - e) + (curr + cost) * window <= lw
-  c = math.min(curr + cost, math.floor(4503599627370496 / window))
+  allowed = curr + cost <= limit and cost * window <= room
+  c = curr + cost
+  if c * window > 4503599627370496 then
+    c = math.floor(4503599627370496 / window)
+  end
 elseif op == 2 then
-  local from_curr = math.min(cost, curr)
-  c = curr - from_curr
-  p = prev - math.min(cost - from_curr, prev)
+  if cost < curr then
+    c = curr - cost
+  else
+    c = 0
+    p = prev - cost + curr
+    if p < 0 then
+      p = 0
+    end
+  end
+elseif cost * window <= room then
+  -- All of it, as a check of the cost admits.
+  granted, c = cost, curr + cost
 else
-  local room = lw - prev * (window - e) - curr * window
   if room > 0 then
-    granted = math.min(cost, math.floor(room / window))
+    granted = math.floor(room / window)
   end
   ask = granted
-  if ask == 0 then
-    ask = math.min(cost, 1)
+  if ask == 0 and cost > 0 then
+    ask = 1
   end
-  allowed = prev * (window - e) + (curr + ask) * window <= lw
+  allowed = ask * window <= room
   if allowed then
     c = curr + ask
   end
