@@ -613,20 +613,24 @@ fn instructions() {
         .port();
     let dir = std::env::temp_dir().join(format!("tollgate-callgrind-{port}"));
     std::fs::create_dir_all(&dir).unwrap();
-    let mut valgrind = Command::new("valgrind")
-        .args([
-            "--tool=callgrind",
-            "--collect-atstart=no",
-            "--toggle-collect=evalShaCommand",
-        ])
-        .arg(format!("--callgrind-out-file={}/out.%p", dir.display()))
-        .args(["redis-server", "--port", &port.to_string()])
-        .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("valgrind (package valgrind) and redis-server");
-    let pid = valgrind.id().to_string();
+    // Killed when dropped, so that a run that panics (a call timed out by
+    // the slowed server) leaves no server behind.
+    let mut valgrind = KillOnDrop(
+        Command::new("valgrind")
+            .args([
+                "--tool=callgrind",
+                "--collect-atstart=no",
+                "--toggle-collect=evalShaCommand",
+            ])
+            .arg(format!("--callgrind-out-file={}/out.%p", dir.display()))
+            .args(["redis-server", "--port", &port.to_string()])
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("valgrind (package valgrind) and redis-server"),
+    );
+    let pid = valgrind.0.id().to_string();
     let url = format!("redis://127.0.0.1:{port}");
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -636,7 +640,7 @@ fn instructions() {
         let store = loop {
             match RedisStore::connect(&url).await {
                 Ok(store) => break Arc::new(store),
-                Err(_) if valgrind.try_wait().unwrap().is_none() => {
+                Err(_) if valgrind.0.try_wait().unwrap().is_none() => {
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
                 Err(e) => panic!("redis-server under valgrind did not start: {e}"),
@@ -712,9 +716,18 @@ fn instructions() {
             );
         }
     });
-    valgrind.kill().ok();
-    valgrind.wait().ok();
+    drop(valgrind);
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A child process killed (and reaped) when dropped.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        self.0.kill().ok();
+        self.0.wait().ok();
+    }
 }
 
 /// `-- --instructions --usage`: per rate policy, `check`, `charge`,
