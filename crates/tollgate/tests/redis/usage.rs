@@ -147,9 +147,7 @@ fn steps() -> impl Strategy<Value = Vec<Step>> {
 /// remaining and grants, and a retry or a reset where memory has one.
 /// Windows of 365 days and rates of 1 an hour, so the server's clock
 /// moving on during a trace changes nothing.
-#[test]
-fn usage_in_the_server_clock_forms_decides_like_memory() {
-    let server = standalone();
+fn server_clock_usage(deployment: Deployment) {
     let rt = runtime();
     let year = Duration::from_secs(365 * 86_400);
     let hour = Duration::from_secs(3600);
@@ -167,7 +165,7 @@ fn usage_in_the_server_clock_forms_decides_like_memory() {
         rt.block_on(async {
             let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
             let memory = MemoryStore::with_clock(ManualClock::new(now.as_micros() as u64));
-            let mut builder = RedisStore::builder([server.url()]).prefix(fresh_prefix("usage-diff"));
+            let mut builder = RedisStore::builder(deployment.urls()).prefix(fresh_prefix("usage-diff"));
             if deadline {
                 builder = builder.deadline(Duration::from_secs(30));
             }
@@ -203,7 +201,17 @@ fn usage_in_the_server_clock_forms_decides_like_memory() {
             Ok(())
         })?;
     });
-    Deployment::Standalone.assert_every_key_expires();
+    deployment.assert_every_key_expires();
+}
+
+#[test]
+fn usage_in_the_server_clock_forms_decides_like_memory() {
+    server_clock_usage(Deployment::Standalone);
+}
+
+#[test]
+fn usage_in_the_server_clock_forms_decides_like_memory_on_a_cluster() {
+    server_clock_usage(Deployment::Cluster);
 }
 
 /// check_at_most on a bucket whose interval is 1 ms, which the script
