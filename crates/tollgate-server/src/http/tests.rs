@@ -174,7 +174,9 @@ async fn reserve_waits_acquire_and_release_lease_and_reset_forgets() {
     )
     .await;
     assert_eq!(r.status, StatusCode::OK, "{r:?}");
-    assert_eq!(r.json()["wait_ms"], 3_600_000);
+    // An hour less the time between the two calls (a busy machine's few ms).
+    let wait = r.json()["wait_ms"].as_u64().unwrap();
+    assert!((3_590_000..=3_600_000).contains(&wait), "{r:?}");
 
     let r = post_json(&s, "/v1/acquire", json!({"policy": "reports", "key": "u"})).await;
     assert_eq!(r.status, StatusCode::OK, "{r:?}");

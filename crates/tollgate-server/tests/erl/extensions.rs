@@ -16,6 +16,11 @@ descriptors:
 ";
 
 const TOML: &str = r#"
+# A deadline no busy test machine reaches: a call past it would be
+# answered by the local fallback's share instead of Redis.
+[store]
+deadline = "10s"
+
 [[policy]]
 name = "smooth"
 algorithm = "gcra"

@@ -74,6 +74,10 @@ impl LeasingStore {
             .takes
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let ask = size.saturating_sub(kept).max(1);
+        // A batch of just this check is admitted now, with nothing left to
+        // spend later: it needs no hold, so near the limit a bucket's lease
+        // is the plain check, with no hold's refill given up.
+        let hold = hold.map(|h| if ask <= cost { 0 } else { h });
         let store = &self.inner.store;
         let d = match match hold {
             None => store.check_at_most(policy, key, ask).await,
