@@ -22,6 +22,42 @@ type Seen = (Duration, Duration, Source, bool);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn held_leases_are_spent_through_an_outage_then_the_failure_policy_answers() {
+    // 20,000 a minute; the fallback's share is a tenth of it (the test
+    // keeps clear of a minute's end, so it runs in one window).
+    clear_of_a_minutes_end();
+    let policy = Policy::fixed_window("outage", 20_000, Duration::from_secs(60)).unwrap();
+    outage(policy, |_| 2_000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_buckets_held_lease_is_spent_through_an_outage_then_the_failure_policy_answers() {
+    // 20,000 a minute with a burst of 20,000: over the span the fallback
+    // answered, its share is a tenth of the burst and of the refill.
+    let policy =
+        Policy::token_bucket("outage-bucket", 20_000, Duration::from_secs(60), 20_000).unwrap();
+    outage(policy, |span| {
+        2_000 + (span.as_micros() as u64 * 2_000).div_ceil(60_000_000)
+    })
+    .await;
+}
+
+/// Waits past the end of the minute when less than 5 s of it are left.
+fn clear_of_a_minutes_end() {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    if 60 - now % 60 < 5 {
+        std::thread::sleep(Duration::from_secs(60 - now % 60 + 1));
+    }
+}
+
+/// Eight callers on one hot key of `policy` (leased), Redis killed once
+/// this instance holds a large lease; `share` bounds what the fallback
+/// (a tenth of the policy, `expected_instances = 10`) may admit over the
+/// span from its first answer's start to the last answer's end.
+async fn outage(policy: Policy, share: impl Fn(Duration) -> u64) {
+    let policy = policy.with_lease(true).unwrap();
     let server = RedisServer::start();
     let redis = RedisStore::builder([server.url()])
         .deadline(Duration::from_millis(50))
@@ -38,12 +74,6 @@ async fn held_leases_are_spent_through_an_outage_then_the_failure_policy_answers
         .unwrap();
     let counting = Arc::new(Counting::new(Arc::new(resilient.clone())));
     let leasing = LeasingStore::with(counting.clone(), Duration::from_millis(200), 3);
-    // 20,000 a minute; the fallback's share is a tenth of it.
-    let (limit, share) = (20_000, 2_000);
-    let policy = Policy::fixed_window("outage", limit, Duration::from_secs(60))
-        .unwrap()
-        .with_lease(true)
-        .unwrap();
 
     // Eight callers, one check a ms each, for 1.5 s.
     let start = Instant::now();
@@ -66,8 +96,8 @@ async fn held_leases_are_spent_through_an_outage_then_the_failure_policy_answers
         })
         .collect();
 
-    // Kill Redis once the lease is large (a batch sized for 200 ms of
-    // traffic).
+    // Kill Redis once the lease is large (a window's batch is sized for
+    // 200 ms of traffic, a bucket's for half its hold).
     let held = loop {
         let held = leasing.held(&policy, b"hot");
         if held >= 200 {
@@ -101,6 +131,14 @@ async fn held_leases_are_spent_through_an_outage_then_the_failure_policy_answers
         .map(|s| s.0)
         .max()
         .unwrap();
+    let span = seen.iter().map(|s| s.1).max().unwrap()
+        - seen
+            .iter()
+            .filter(|s| s.2 == Source::Fallback)
+            .map(|s| s.0)
+            .min()
+            .unwrap();
+    let share = share(span);
     eprintln!(
         "held {held} at the kill ({killed:?}); {leased} leased admissions ({leased_after} after the kill), \
          {fallback} fallback admissions (share {share}); last lease at {last_lease:?}, first fallback by {first_fallback:?}"
