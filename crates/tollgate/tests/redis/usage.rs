@@ -214,6 +214,51 @@ fn usage_in_the_server_clock_forms_decides_like_memory_on_a_cluster() {
     server_clock_usage(Deployment::Cluster);
 }
 
+/// The server-clock window's refund with a limit·16 of 8 digits, whose
+/// cap the script tests without reading the limit as a number while the
+/// window's value is below 10^6 (fixed_window_server_refund.lua): refunds
+/// below, at and past a full window, of cost 1 and more, as memory does.
+#[test]
+fn refund_caps_a_large_window_at_its_limit() {
+    let server = standalone();
+    runtime().block_on(async {
+        let redis = connect(vec![server.url()], TimeSource::Server, "refund-cap").await;
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+        let memory = MemoryStore::with_clock(ManualClock::new(now.as_micros() as u64));
+        let limit = 1_000_000;
+        let policy = Policy::fixed_window("fw-cap", limit, Duration::from_secs(3600)).unwrap();
+        let steps = [
+            (Usage::Charge, limit - 10),
+            (Usage::Refund, 1),
+            (Usage::Refund, 4),
+            (Usage::Refund, limit),
+            (Usage::Charge, 1),
+            (Usage::Refund, 1),
+            (Usage::Charge, 2),
+            (Usage::Refund, 3),
+            (Usage::Charge, limit + 5),
+            (Usage::Refund, 1),
+            (Usage::Refund, 6),
+            (Usage::Refund, limit),
+        ];
+        for (i, (op, cost)) in steps.into_iter().enumerate() {
+            let want = memory.usage(&policy, b"k", op, cost).await.unwrap();
+            let got = redis.usage(&policy, b"k", op, cost).await.unwrap();
+            assert_eq!(
+                (got.allowed, got.remaining),
+                (want.allowed, want.remaining),
+                "step {i}: {op:?} of {cost}"
+            );
+        }
+        let d = redis.check(&policy, b"k", 1).await.unwrap();
+        assert_eq!(
+            d.remaining,
+            limit - 1,
+            "a refund past a full window stops at it"
+        );
+    });
+}
+
 /// check_at_most on a bucket whose interval is 1 ms, which the script
 /// takes without the interval: a backlog near the capacity grants the
 /// whole ms that fit, and leaves nothing.
