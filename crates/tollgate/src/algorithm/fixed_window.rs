@@ -169,6 +169,7 @@ impl FixedWindow {
 
     /// The window as of `now` (a stored window ahead of `now` stays
     /// current, as in [`decide`](Self::decide)), and the µs to its end.
+    #[inline]
     fn roll(&self, state: &mut FixedWindowState, now: u64) -> u64 {
         if let Some(calendar) = self.calendar {
             return self.roll_calendar(calendar, state, now);

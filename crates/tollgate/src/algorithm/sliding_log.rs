@@ -137,6 +137,7 @@ impl SlidingLog {
 
     /// The log as of `now` with aged entries dropped: the time requests
     /// are taken at and the cost that counts.
+    #[inline]
     fn trim(&self, state: &mut SlidingLogState, now: u64) -> (u64, u64) {
         let at = state.newest().map_or(now, |s| s.max(now));
         let log = &mut state.log;

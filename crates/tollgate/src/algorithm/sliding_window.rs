@@ -132,6 +132,7 @@ impl SlidingWindow {
 
     /// The windows as of `now`: `(window, prev, curr)`, as
     /// [`decide`](Self::decide) reads them.
+    #[inline]
     fn roll(&self, state: &SlidingWindowState, now: u64) -> (u64, u64, u64) {
         let current = self.per_window.div(now);
         if state.window + 1 == current {
