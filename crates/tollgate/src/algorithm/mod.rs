@@ -206,7 +206,7 @@ impl Algorithm {
 
     /// [`usage`](Self::usage), times in whole microseconds, with what was
     /// granted.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn usage_micros(
         &self,
         state: &mut State,

@@ -54,7 +54,7 @@ impl<C: Clock> MemoryStore<C> {
     /// [`Store::charge`](crate::Store::charge),
     /// [`Store::refund`](crate::Store::refund) and
     /// [`Store::check_at_most`](crate::Store::check_at_most).
-    #[inline]
+    #[inline(always)]
     pub fn usage_sync(
         &self,
         policy: &Policy,
