@@ -230,9 +230,12 @@ impl SlidingLog {
     #[inline]
     fn after_usage(&self, state: &SlidingLogState, now: u64, at: u64, allowed: bool) -> Verdict {
         let log = &state.log;
-        let (base, total) = match (log.front(), log.back()) {
-            (Some(&(_, base)), Some(&(_, total))) => (base, total),
-            _ => (0, 0),
+        let n = log.len();
+        // The newest entry, read once: its time is the reset's and, deep
+        // in debt, the retry's.
+        let (base, (newest, total)) = match (log.front(), log.back()) {
+            (Some(&(_, base)), Some(&back)) => (base, back),
+            _ => (0, (0, 0)),
         };
         let used = total.wrapping_sub(base);
         let retry_at = if used < self.limit {
@@ -245,15 +248,15 @@ impl SlidingLog {
             // from the oldest to the newest, and the base, whose remainder
             // is all that is used, never leaves room).
             let fits = |&(_, t): &(u64, u64)| total.wrapping_sub(t) < self.limit;
-            let n = log.len();
-            let i = match log.get(1) {
-                Some(first) if fits(first) => 1,
-                _ if n >= 2 && !fits(&log[n - 2]) => n - 1,
-                _ => log.partition_point(|e| !fits(e)),
-            };
-            log.get(i).map_or(at, |&(s, _)| s + self.window)
+            match log.get(1) {
+                Some(first) if fits(first) => first.0 + self.window,
+                _ if n >= 2 && !fits(&log[n - 2]) => newest + self.window,
+                _ => log
+                    .get(log.partition_point(|e| !fits(e)))
+                    .map_or(at, |&(s, _)| s + self.window),
+            }
         };
-        let reset_at = state.newest().map_or(now, |s| s + self.window);
+        let reset_at = if n > 1 { newest + self.window } else { now };
         Verdict {
             allowed,
             limit: self.limit,
