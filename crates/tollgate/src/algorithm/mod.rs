@@ -4,6 +4,7 @@ mod calendar;
 mod concurrency;
 mod fixed_window;
 mod gcra;
+mod held;
 mod leaky_bucket;
 mod params;
 mod sliding_log;

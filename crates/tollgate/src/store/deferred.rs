@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use super::{BoxFuture, Lease, Request, Store, Usage, validate};
+use super::{BoxFuture, HeldGrant, Lease, Request, Stamp, Store, Usage, validate};
 use crate::algorithm::LeaseId;
 use crate::{Decision, Error, Policy, Result, StoreErrorKind};
 
@@ -194,6 +194,32 @@ impl Store for DeferredStore {
         Box::pin(async move {
             validate::usage(policy, key, op, cost)?;
             self.store()?.usage(policy, key, op, cost).await
+        })
+    }
+
+    fn take_held<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        max_cost: u64,
+        hold: Duration,
+    ) -> BoxFuture<'a, Result<HeldGrant>> {
+        Box::pin(async move {
+            validate::usage(policy, key, Usage::AtMostHeld(hold), max_cost)?;
+            self.store()?.take_held(policy, key, max_cost, hold).await
+        })
+    }
+
+    fn refund_held<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        stamp: Stamp,
+        units: u64,
+    ) -> BoxFuture<'a, Result<Option<Decision>>> {
+        Box::pin(async move {
+            validate::refund_held(policy, key, &stamp, units)?;
+            self.store()?.refund_held(policy, key, stamp, units).await
         })
     }
 }

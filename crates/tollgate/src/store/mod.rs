@@ -11,9 +11,12 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use crate::algorithm::{LeaseId, Usage};
-use crate::{Decision, Policy, Result};
+use crate::{Decision, Error, Policy, Result};
+
+pub use self::held::{HeldGrant, Stamp};
 
 pub mod deferred;
+mod held;
 pub mod leasing;
 pub mod memory;
 #[cfg(feature = "redis")]
@@ -180,6 +183,54 @@ pub trait Store: Debug + Send + Sync {
         hold: Duration,
     ) -> BoxFuture<'a, Result<Decision>> {
         self.usage(policy, key, Usage::AtMostHeld(hold), max_cost)
+    }
+
+    /// [`check_at_most_held`](Self::check_at_most_held), answering also
+    /// with the [`Stamp`] of the state the take wrote, which
+    /// [`refund_held`](Self::refund_held) compares to give unused units
+    /// back exactly. A store that cannot stamp answers no stamp (what
+    /// this default does): its units can only lapse.
+    fn take_held<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        max_cost: u64,
+        hold: Duration,
+    ) -> BoxFuture<'a, Result<HeldGrant>> {
+        Box::pin(async move {
+            let decision = self.check_at_most_held(policy, key, max_cost, hold).await?;
+            Ok(HeldGrant::unstamped(decision))
+        })
+    }
+
+    /// Gives back `units` (1 to what was granted) of the held take that
+    /// answered `stamp`, only if the key's state is still the bucket that
+    /// take left: no other operation moved it since (a denial, which
+    /// consumes nothing, does not count; time passing does not either),
+    /// and it is not full again. The state then becomes exactly what a
+    /// held take of the grant less `units` would have written (GCRA's TAT
+    /// `units` emission intervals earlier, the token bucket's level as
+    /// much higher), so the history is that of a smaller batch and the
+    /// bucket's bound holds as for any held take (see the
+    /// [leasing store](crate::store::leasing)); the state is never fresher
+    /// than before the take. Answers the decision after the refund, or
+    /// `None` when the state moved: then nothing is written, and the units
+    /// stay consumed. Token buckets and GCRA only; a store that cannot
+    /// compare states (this default) answers `unsupported`.
+    fn refund_held<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        stamp: Stamp,
+        units: u64,
+    ) -> BoxFuture<'a, Result<Option<Decision>>> {
+        Box::pin(async move {
+            validate::refund_held(policy, key, &stamp, units)?;
+            Err(Error::Unsupported {
+                operation: "refund_held",
+                algorithm: policy.algorithm().name(),
+            })
+        })
     }
 
     /// Settles a request admitted with cost `estimate` whose work turned

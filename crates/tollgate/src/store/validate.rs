@@ -9,9 +9,9 @@
 
 use std::time::Duration;
 
-use super::Request;
 use super::memory::key::KeyRef;
-use crate::algorithm::{Concurrency, Usage};
+use super::{Request, Stamp};
+use crate::algorithm::{Algorithm, Concurrency, Usage};
 use crate::{Error, Policy, Result, validate_key};
 
 /// A check (or a peek) of `cost`: not on a concurrency policy, which only
@@ -75,6 +75,32 @@ pub(crate) fn check_many(requests: &[Request<'_>], atomic: bool) -> Result<()> {
 pub(crate) fn usage(policy: &Policy, key: &[u8], op: Usage, cost: u64) -> Result<()> {
     validate_key(key)?;
     policy.validate_usage(op, cost)
+}
+
+/// A held take's refund: a token bucket or GCRA (`unsupported`
+/// otherwise, as a reservation), and 1 to the units the take granted.
+#[inline]
+pub(crate) fn refund_held(policy: &Policy, key: &[u8], stamp: &Stamp, units: u64) -> Result<()> {
+    validate_key(key)?;
+    if !matches!(
+        policy.algorithm(),
+        Algorithm::TokenBucket(_) | Algorithm::Gcra(_)
+    ) {
+        return Err(Error::Unsupported {
+            operation: "refund_held",
+            algorithm: policy.algorithm().name(),
+        });
+    }
+    if units == 0 || units > stamp.granted() {
+        return Err(Error::argument(
+            "units",
+            format!(
+                "must be 1 to the {} units the held take granted, got {units}",
+                stamp.granted()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// A reset: any policy, a valid key.

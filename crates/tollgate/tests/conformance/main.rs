@@ -4,9 +4,10 @@
 //! store whose primary is down and breaker open, under each failure policy
 //! (`local` passes every case as a memory store would; `allow` and `deny`
 //! pass those that hold for a store that admits or refuses everything
-//! valid). Usage (charge, refund, check_at_most, settle) is the one thing
-//! no fallback answers: the stores of record run the settle case, the
-//! fallbacks the case that says so.
+//! valid). Usage (charge, refund, check_at_most, settle, a held take and
+//! its exact refund) is the one thing no fallback answers: the stores of
+//! record run the settle and held cases, the fallbacks the case that says
+//! so.
 
 mod suite;
 
@@ -52,7 +53,7 @@ mod memory {
     }
 
     conformance!(make);
-    conformance!(make, only: settled_usage_adds_up_to_the_actual_costs);
+    conformance!(make, only: settled_usage_adds_up_to_the_actual_costs, held_batches_refund_exactly);
 }
 
 #[cfg(feature = "redis")]
@@ -71,7 +72,7 @@ mod redis_standalone {
     }
 
     conformance!(make);
-    conformance!(make, only: settled_usage_adds_up_to_the_actual_costs);
+    conformance!(make, only: settled_usage_adds_up_to_the_actual_costs, held_batches_refund_exactly);
 }
 
 #[cfg(feature = "redis")]
@@ -90,7 +91,7 @@ mod redis_cluster {
     }
 
     conformance!(make);
-    conformance!(make, only: settled_usage_adds_up_to_the_actual_costs);
+    conformance!(make, only: settled_usage_adds_up_to_the_actual_costs, held_batches_refund_exactly);
 }
 
 #[cfg(feature = "redis")]

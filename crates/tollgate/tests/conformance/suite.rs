@@ -725,5 +725,112 @@ pub(crate) async fn usage_is_never_answered_by_the_fallback(h: &Harness, _clock:
         assert_eq!(bad.code(), "unsupported");
         let bad = h.store.charge(&fw, b"", 1).await.unwrap_err();
         assert_eq!(bad.code(), "invalid_key");
+        let tb = Policy::token_bucket("fb-held", 10, secs(1), 100).unwrap();
+        let r = h.store.take_held(&tb, b"k", 5, secs(1)).await;
+        assert_eq!(r, Err(Error::StoreUnavailable), "round {round}");
     }
+}
+
+/// A held take's exact refund, on a token bucket and GCRA: a take of 30
+/// refunded 12 leaves the key exactly as a take of 18 at the same moment
+/// leaves its twin (the refund's decision is the twin's take's, and the
+/// same requests after get the same answers), whether the refund comes
+/// within the hold or after it; a key moved by a check in between is not
+/// touched (and its twin, which had no refund, agrees); a refund of all
+/// of it is never fresher than before the take; bad refunds are refused.
+pub(crate) async fn held_batches_refund_exactly(h: &Harness, clock: &ManualClock) {
+    let hold = secs(2);
+    let buckets = [
+        Policy::token_bucket("held-tb", 10, secs(1), 100).unwrap(),
+        Policy::gcra("held-gcra", 10, secs(1), 100).unwrap(),
+    ];
+    let s: &dyn Store = &*h.store;
+    let keys: [&[u8]; 7] = [b"a", b"a2", b"moved", b"moved2", b"late", b"late2", b"all"];
+    for policy in &buckets {
+        for key in keys {
+            s.charge(policy, key, 3).await.unwrap();
+        }
+    }
+    let mut late_stamps = Vec::new();
+    for policy in &buckets {
+        let name = policy.algorithm().name();
+        let taken = s.take_held(policy, b"a", 30, hold).await.unwrap();
+        assert_eq!(taken.decision.granted, 30, "{name}");
+        let stamp = taken.stamp.expect("a held grant has a stamp");
+        assert_eq!(stamp.granted(), 30, "{name}");
+        let twin = s.take_held(policy, b"a2", 18, hold).await.unwrap();
+        let refunded = s.refund_held(policy, b"a", stamp, 12).await.unwrap();
+        let refunded = refunded.unwrap_or_else(|| panic!("{name}: the refund applies"));
+        assert_eq!(refunded.remaining, twin.decision.remaining, "{name}");
+        assert_eq!(refunded.reset_after, twin.decision.reset_after, "{name}");
+        same_bucket(s, policy, b"a", b"a2").await;
+        // Spent: the state moved, a second refund does nothing.
+        assert_eq!(s.refund_held(policy, b"a", stamp, 1).await.unwrap(), None);
+
+        let moved = s.take_held(policy, b"moved", 30, hold).await.unwrap();
+        s.take_held(policy, b"moved2", 30, hold).await.unwrap();
+        for key in [&b"moved"[..], b"moved2"] {
+            assert!(s.check(policy, key, 1).await.unwrap().allowed, "{name}");
+        }
+        let stamp = moved.stamp.unwrap();
+        assert_eq!(
+            s.refund_held(policy, b"moved", stamp, 12).await.unwrap(),
+            None
+        );
+        same_bucket(s, policy, b"moved", b"moved2").await;
+
+        // Refunded after the hold ended, below.
+        let late = s.take_held(policy, b"late", 30, hold).await.unwrap();
+        s.take_held(policy, b"late2", 18, hold).await.unwrap();
+        late_stamps.push(late.stamp.unwrap());
+
+        let before = s.check(policy, b"all", 0).await.unwrap().remaining;
+        let all = s.take_held(policy, b"all", 30, hold).await.unwrap();
+        let stamp = all.stamp.unwrap();
+        for (units, code) in [(0, "invalid_argument"), (31, "invalid_argument")] {
+            let bad = s
+                .refund_held(policy, b"all", stamp, units)
+                .await
+                .unwrap_err();
+            assert_eq!(bad.code(), code, "{name}: {units} units");
+        }
+        let bad = s.refund_held(policy, b"", stamp, 1).await.unwrap_err();
+        assert_eq!(bad.code(), "invalid_key");
+        s.refund_held(policy, b"all", stamp, 30)
+            .await
+            .unwrap()
+            .unwrap();
+        let after = s.check(policy, b"all", 0).await.unwrap().remaining;
+        assert!(
+            after <= before,
+            "{name}: {after} left, {before} before the take"
+        );
+    }
+    let window = Policy::fixed_window("held-fw", 10, secs(60)).unwrap();
+    let bad = s
+        .refund_held(&window, b"k", late_stamps[0], 1)
+        .await
+        .unwrap_err();
+    assert_eq!(bad.code(), "unsupported");
+    clock.advance(Duration::from_millis(2_500));
+    for (policy, stamp) in buckets.iter().zip(late_stamps) {
+        let refunded = s.refund_held(policy, b"late", stamp, 12).await.unwrap();
+        assert!(refunded.is_some(), "{}: after the hold", policy.name());
+        same_bucket(s, policy, b"late", b"late2").await;
+    }
+}
+
+/// Two keys are the same bucket: the same answers to the same requests
+/// (a peek, then taking all there is, which leaves both alike).
+async fn same_bucket(s: &dyn Store, policy: &Policy, a: &[u8], b: &[u8]) {
+    let name = policy.algorithm().name();
+    for _ in 0..2 {
+        let (x, y) = (s.check(policy, a, 0).await, s.check(policy, b, 0).await);
+        assert_eq!(x.unwrap(), y.unwrap(), "{name}: peeks");
+    }
+    let (x, y) = (
+        s.check_at_most(policy, a, 1000).await.unwrap(),
+        s.check_at_most(policy, b, 1000).await.unwrap(),
+    );
+    assert_eq!(x, y, "{name}: taking all there is");
 }

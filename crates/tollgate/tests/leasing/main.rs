@@ -15,11 +15,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tollgate::algorithm::{LeaseId, Usage};
-use tollgate::store::{BoxFuture, Lease, Request, Store};
+use tollgate::store::{BoxFuture, HeldGrant, Lease, Request, Stamp, Store};
 use tollgate::{Decision, Policy, Result};
 
 /// A store that counts what `check_at_most` (held or not) granted and what was
-/// refunded through it.
+/// refunded through it (a held take's exact refund, when it applied).
 #[derive(Debug)]
 pub(crate) struct Counting {
     pub(crate) store: Arc<dyn Store>,
@@ -85,6 +85,35 @@ impl Store for Counting {
                 Usage::Refund => self.refunded.fetch_add(c, Ordering::Relaxed),
                 _ => 0,
             };
+            Ok(d)
+        })
+    }
+    fn take_held<'a>(
+        &'a self,
+        p: &'a Policy,
+        k: &'a [u8],
+        c: u64,
+        hold: Duration,
+    ) -> BoxFuture<'a, Result<HeldGrant>> {
+        Box::pin(async move {
+            let held = self.store.take_held(p, k, c, hold).await?;
+            self.granted
+                .fetch_add(held.decision.granted, Ordering::Relaxed);
+            Ok(held)
+        })
+    }
+    fn refund_held<'a>(
+        &'a self,
+        p: &'a Policy,
+        k: &'a [u8],
+        stamp: Stamp,
+        units: u64,
+    ) -> BoxFuture<'a, Result<Option<Decision>>> {
+        Box::pin(async move {
+            let d = self.store.refund_held(p, k, stamp, units).await?;
+            if d.is_some() {
+                self.refunded.fetch_add(units, Ordering::Relaxed);
+            }
             Ok(d)
         })
     }

@@ -13,7 +13,7 @@ use hashbrown::HashMap;
 use self::slot::Slot;
 use self::take::Took;
 use super::memory::key::{KeyRef, StoredKey};
-use super::{BoxFuture, Lease, Request, Store};
+use super::{BoxFuture, HeldGrant, Lease, Request, Stamp, Store};
 use crate::algorithm::{LeaseId, Usage};
 use crate::{Clock, Decision, MonotonicClock, Policy, Result};
 
@@ -33,9 +33,11 @@ struct Inner {
     /// The clock's reading at the start: times are µs since then.
     start: u64,
     slots: parking_lot::RwLock<HashMap<StoredKey, Arc<Slot>, foldhash::fast::RandomState>>,
-    /// Batches taken (`check_at_most` calls) and units refunded.
+    /// Batches taken (`check_at_most` calls), units refunded, and units
+    /// of idle buckets' batches that could not go back.
     takes: AtomicU64,
     refunds: AtomicU64,
+    lapsed: AtomicU64,
     sweeping: AtomicBool,
 }
 
@@ -69,6 +71,7 @@ impl LeasingStore {
                 slots: parking_lot::RwLock::new(HashMap::default()),
                 takes: AtomicU64::new(0),
                 refunds: AtomicU64::new(0),
+                lapsed: AtomicU64::new(0),
                 sweeping: AtomicBool::new(false),
             }),
         }
@@ -79,9 +82,17 @@ impl LeasingStore {
         self.inner.takes.load(Ordering::Relaxed)
     }
 
-    /// How many unused units it gave back.
+    /// How many unused units it gave back: a window's, and a bucket's
+    /// that went back exactly (see the module).
     pub fn refunded(&self) -> u64 {
         self.inner.refunds.load(Ordering::Relaxed)
+    }
+
+    /// How many unused units of idle buckets' batches could not go back,
+    /// because the key had moved on since their batch (another instance
+    /// took from it) or the store failed: they stay consumed and lapse.
+    pub fn lapsed(&self) -> u64 {
+        self.inner.lapsed.load(Ordering::Relaxed)
     }
 
     /// The units this instance holds for `key` of `policy` and may still
@@ -263,5 +274,25 @@ impl Store for LeasingStore {
         cost: u64,
     ) -> BoxFuture<'a, Result<Decision>> {
         self.inner.store.usage(policy, key, op, cost)
+    }
+
+    fn take_held<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        max_cost: u64,
+        hold: Duration,
+    ) -> BoxFuture<'a, Result<HeldGrant>> {
+        self.inner.store.take_held(policy, key, max_cost, hold)
+    }
+
+    fn refund_held<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        stamp: Stamp,
+        units: u64,
+    ) -> BoxFuture<'a, Result<Option<Decision>>> {
+        self.inner.store.refund_held(policy, key, stamp, units)
     }
 }

@@ -4,6 +4,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
+use crate::store::Stamp;
 use crate::{Decision, Policy, Source};
 
 /// Bits of a word that hold the units (or the end); the 16 above them
@@ -61,11 +62,14 @@ pub(super) struct Batch {
 }
 
 /// The last batch, kept under the refill lock: when it was asked for and
-/// how many units the lease then held, from which the next batch is sized.
+/// how many units the lease then held, from which the next batch is sized;
+/// and for a bucket's, the stamp that gives its unused units back, with
+/// the batch's generation.
 #[derive(Debug, Default)]
 pub(super) struct Taken {
     pub(super) at: u64,
     pub(super) units: u64,
+    pub(super) stamp: Option<(u64, Stamp)>,
 }
 
 impl Slot {
@@ -77,7 +81,11 @@ impl Slot {
             remaining: AtomicU64::new(policy.limit()),
             reset_at: AtomicU64::new(now),
             gone: AtomicBool::new(false),
-            refill: tokio::sync::Mutex::new(Taken { at: now, units: 0 }),
+            refill: tokio::sync::Mutex::new(Taken {
+                at: now,
+                units: 0,
+                stamp: None,
+            }),
             seen: AtomicU64::new(0),
             quiet: AtomicU32::new(0),
         }
@@ -139,6 +147,11 @@ impl Slot {
     /// The lease word, for the sweep to tell an idle lease.
     pub(super) fn word(&self) -> u64 {
         self.lease.load(Ordering::Acquire)
+    }
+
+    /// The generation of a lease word.
+    pub(super) fn generation(word: u64) -> u64 {
+        word >> LOW_BITS
     }
 
     /// Starts a new batch (under the refill lock) and admits `cost` from

@@ -1,12 +1,15 @@
 //! The background pass over the leases, every interval: a window's lease
-//! idle for an interval goes back to the store (`refund`), and a key idle
-//! for 100 intervals is forgotten.
+//! idle for an interval goes back to the store (`refund`), a bucket's
+//! idle for an interval or past its batch's end goes back exactly
+//! (`refund_held`, when the key is still the state its batch left), and a
+//! key idle for 100 intervals is forgotten.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use super::Inner;
+use super::slot::Slot;
 
 /// Passes until the leasing store is dropped.
 pub(super) async fn sweep(inner: Weak<Inner>, interval: Duration) {
@@ -34,11 +37,18 @@ async fn pass(inner: &Arc<Inner>) {
             slot.quiet.store(0, Ordering::Relaxed);
             0
         };
-        if quiet == 0 {
+        let is_window = matches!(
+            slot.policy.algorithm(),
+            crate::Algorithm::FixedWindow(_) | crate::Algorithm::SlidingWindow(_)
+        );
+        // A bucket's batch that ended can be spent no more: its units go
+        // back at once, busy or not.
+        let ended = !is_window && slot.units() > 0 && slot.until() <= now;
+        if quiet == 0 && !ended {
             continue;
         }
         // Not while a batch is being taken.
-        let Ok(_refill) = slot.refill.try_lock() else {
+        let Ok(mut taken) = slot.refill.try_lock() else {
             continue;
         };
         if quiet >= 100 && slot.held(now) == 0 {
@@ -52,16 +62,44 @@ async fn pass(inner: &Arc<Inner>) {
             }
             continue;
         }
+        let key = stored.borrowed().key_bytes();
+        if !is_window {
+            // A bucket's units go back only through the stamp of the batch
+            // they came in: exactly, if the key is still the state that
+            // batch left (no other instance's take since), else not at all
+            // (a refund after the bucket refilled around them could
+            // stretch its bound, see the module).
+            let Some((generation, stamp)) = taken.stamp else {
+                continue;
+            };
+            if Slot::generation(word) != generation {
+                continue;
+            }
+            // The units leave the lease before the refund is sent, so no
+            // check spends them; the stamp is spent with them.
+            let Some(units) = slot.take_idle(word) else {
+                continue;
+            };
+            taken.stamp = None;
+            taken.units = taken.units.saturating_sub(units);
+            match inner
+                .store
+                .refund_held(&slot.policy, key, stamp, units)
+                .await
+            {
+                Ok(Some(_)) => {
+                    inner.refunds.fetch_add(units, Ordering::Relaxed);
+                }
+                _ => {
+                    inner.lapsed.fetch_add(units, Ordering::Relaxed);
+                }
+            }
+            continue;
+        }
         // Idle for an interval: a window's units go back if the window
         // has more than two intervals left (a refund must land in the
-        // window it came from). A bucket's lapse at their batch's end: a
-        // refund after the bucket refilled around them could stretch its
-        // bound (see the module).
-        let is_window = matches!(
-            slot.policy.algorithm(),
-            crate::Algorithm::FixedWindow(_) | crate::Algorithm::SlidingWindow(_)
-        );
-        if !is_window || slot.until().saturating_sub(now) <= 2 * inner.interval {
+        // window it came from).
+        if slot.until().saturating_sub(now) <= 2 * inner.interval {
             continue;
         }
         // The units leave the lease before the refund is sent, so no check
@@ -69,7 +107,7 @@ async fn pass(inner: &Arc<Inner>) {
         let Some(units) = slot.take_idle(word) else {
             continue;
         };
-        let key = stored.borrowed().key_bytes();
+        taken.units = taken.units.saturating_sub(units);
         if inner.store.refund(&slot.policy, key, units).await.is_ok() {
             inner.refunds.fetch_add(units, Ordering::Relaxed);
         }

@@ -79,14 +79,20 @@ impl LeasingStore {
         // is the plain check, with no hold's refill given up.
         let hold = hold.map(|h| if ask <= cost { 0 } else { h });
         let store = &self.inner.store;
-        let d = match match hold {
-            None => store.check_at_most(policy, key, ask).await,
+        // A bucket's batch comes with the stamp that gives back exactly
+        // what is left of it (see sweep.rs).
+        let (d, stamp) = match match hold {
+            None => store
+                .check_at_most(policy, key, ask)
+                .await
+                .map(|d| (d, None)),
             Some(h) => {
                 let hold = Duration::from_micros(h);
-                store.check_at_most_held(policy, key, ask, hold).await
+                let held = store.take_held(policy, key, ask, hold).await;
+                held.map(|h| (h.decision, h.stamp))
             }
         } {
-            Ok(d) => d,
+            Ok(taken) => taken,
             Err(e) if e.is_store_failure() => return Ok(Took::Failed),
             Err(e) => return Err(e),
         };
@@ -115,6 +121,7 @@ impl LeasingStore {
         let admitted = slot.publish(&batch, cost);
         taken.at = sent;
         taken.units = admitted.map_or_else(|held| held, |left| left + cost);
+        taken.stamp = stamp.map(|s| (Slot::generation(slot.word()), s));
         Ok(Took::Decided(match admitted {
             Ok(left) => slot.decision(self.now(), left),
             Err(_) => {

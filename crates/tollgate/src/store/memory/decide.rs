@@ -102,6 +102,21 @@ impl<C: Clock> MemoryStore<C> {
     /// not a `Decision`: the callers make that inline, where it is used,
     /// rather than copying a freshly written one at once, which stalls).
     pub(super) fn apply(&self, policy: &Policy, key: &[u8], op: Op) -> (Verdict, u64) {
+        self.apply_with(policy, key, |algorithm, state, now| {
+            run(algorithm, state, now, op)
+        })
+    }
+
+    /// [`apply`](Self::apply) of any step on the key's state at `now`,
+    /// returning the verdict (which moves the entry's expiry) and what
+    /// else the step answers.
+    #[inline(always)]
+    pub(super) fn apply_with<R>(
+        &self,
+        policy: &Policy,
+        key: &[u8],
+        step: impl FnOnce(&Algorithm, &mut State, u64) -> (Verdict, R),
+    ) -> (Verdict, R) {
         let k = KeyRef::new(policy, key);
         let hash = self.hash(&k);
         let algorithm = policy.algorithm();
@@ -114,7 +129,7 @@ impl<C: Clock> MemoryStore<C> {
                     if entry.expires_at <= now {
                         entry.state = algorithm.fresh_state();
                     }
-                    let (verdict, held) = run(algorithm, &mut entry.state, now, op);
+                    let (verdict, held) = step(algorithm, &mut entry.state, now);
                     if verdict.reset_after == 0 {
                         map.remove(i, self.rehash());
                     } else {
@@ -124,7 +139,7 @@ impl<C: Clock> MemoryStore<C> {
                 }
                 None => {
                     let mut state = algorithm.fresh_state();
-                    let (verdict, held) = run(algorithm, &mut state, now, op);
+                    let (verdict, held) = step(algorithm, &mut state, now);
                     if verdict.reset_after != 0 {
                         let reset = verdict.reset_after;
                         self.insert_new(&mut map, hash, k, state, now, reset);

@@ -20,6 +20,7 @@ mod batch;
 mod builder;
 mod decide;
 mod eviction;
+mod held;
 pub(crate) mod key;
 mod store;
 mod table;

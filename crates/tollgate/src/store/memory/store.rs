@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::MemoryStore;
 use crate::algorithm::{LeaseId, Usage};
 use crate::clock::Clock;
-use crate::store::{BoxFuture, Lease, Request, Store};
+use crate::store::{BoxFuture, HeldGrant, Lease, Request, Stamp, Store};
 use crate::{Decision, Policy, Result};
 
 impl<C: Clock> Store for MemoryStore<C> {
@@ -70,5 +70,29 @@ impl<C: Clock> Store for MemoryStore<C> {
         cost: u64,
     ) -> BoxFuture<'a, Result<Decision>> {
         Box::pin(std::future::ready(self.usage_sync(policy, key, op, cost)))
+    }
+
+    fn take_held<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        max_cost: u64,
+        hold: Duration,
+    ) -> BoxFuture<'a, Result<HeldGrant>> {
+        Box::pin(std::future::ready(
+            self.take_held_sync(policy, key, max_cost, hold),
+        ))
+    }
+
+    fn refund_held<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        stamp: Stamp,
+        units: u64,
+    ) -> BoxFuture<'a, Result<Option<Decision>>> {
+        Box::pin(std::future::ready(
+            self.refund_held_sync(policy, key, stamp, units),
+        ))
     }
 }

@@ -146,10 +146,11 @@ impl BucketExpiry {
                 let need = need.min(self.capacity);
                 let mut args = vec![need, self.capacity - need];
                 if let Usage::AtMostHeld(hold) = op {
-                    // The deadline's place is taken ('0' for none).
+                    // The deadline's place is taken ('0' for none); its
+                    // reply has the TAT written too (its stamp).
                     args.extend([self.interval, deadline, hold_ms(hold)]);
                     return (
-                        &scripts.bucket_expiry_at_most,
+                        &scripts.bucket_expiry_at_most_held,
                         args.iter().map(u64::to_string).collect(),
                     );
                 }
@@ -163,6 +164,13 @@ impl BucketExpiry {
             args.push(deadline);
         }
         (script, args.iter().map(u64::to_string).collect())
+    }
+
+    /// `lua/bucket_expiry_refund_held.lua`'s arguments: the stamp (the TAT
+    /// in ms the held take wrote) and the `units` (at most the burst,
+    /// validated) times the interval.
+    pub(super) fn refund_held_args(&self, tat: u64, units: u64) -> [String; 2] {
+        [tat.to_string(), (units * self.interval).to_string()]
     }
 
     /// The decision of a usage operation from its script's

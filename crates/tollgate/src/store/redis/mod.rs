@@ -26,6 +26,7 @@ mod cross_slot;
 mod decide;
 mod error;
 mod form;
+mod held;
 pub mod keys;
 mod lease;
 mod nodes;

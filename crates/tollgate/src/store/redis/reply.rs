@@ -144,7 +144,7 @@ fn window_reply(script: &Script, reply: redis::Value) -> Result<WindowReply> {
 }
 
 /// The error of a script that ran after its deadline (and wrote nothing).
-fn late(script: &Script) -> Error {
+pub(super) fn late(script: &Script) -> Error {
     Error::Store {
         kind: StoreErrorKind::Timeout,
         message: format!(

@@ -196,6 +196,11 @@ pub(crate) struct Scripts {
     pub(crate) bucket_expiry_charge: Script,
     pub(crate) bucket_expiry_refund: Script,
     pub(crate) bucket_expiry_at_most: Script,
+    /// A held check_at_most's stamp and exact refund (`refund_held`).
+    pub(crate) bucket_expiry_at_most_held: Script,
+    pub(crate) bucket_expiry_refund_held: Script,
+    pub(crate) token_bucket_refund_held: Script,
+    pub(crate) tat_refund_held: Script,
     pub(crate) fixed_window_server_usage: Script,
     /// Charge, check_at_most and refund on the server-clock window at a
     /// check's cost, each also in the form for a cost of 1.
@@ -245,6 +250,19 @@ impl Scripts {
             bucket_expiry_charge: Script::new("bucket_expiry_charge", BUCKET_EXPIRY_CHARGE),
             bucket_expiry_refund: Script::new("bucket_expiry_refund", BUCKET_EXPIRY_REFUND),
             bucket_expiry_at_most: Script::new("bucket_expiry_at_most", BUCKET_EXPIRY_AT_MOST),
+            bucket_expiry_at_most_held: Script::new(
+                "bucket_expiry_at_most_held",
+                BUCKET_EXPIRY_AT_MOST_HELD,
+            ),
+            bucket_expiry_refund_held: Script::new(
+                "bucket_expiry_refund_held",
+                BUCKET_EXPIRY_REFUND_HELD,
+            ),
+            token_bucket_refund_held: Script::new(
+                "token_bucket_refund_held",
+                TOKEN_BUCKET_REFUND_HELD,
+            ),
+            tat_refund_held: Script::new("tat_refund_held", TAT_REFUND_HELD),
             fixed_window_server_usage: Script::new(
                 "fixed_window_server_usage",
                 FIXED_WINDOW_SERVER_USAGE,
@@ -276,7 +294,7 @@ impl Scripts {
         }
     }
 
-    pub(crate) fn all(&self) -> [&Script; 30] {
+    pub(crate) fn all(&self) -> [&Script; 34] {
         [
             &self.fixed_window,
             &self.fixed_window_calendar,
@@ -301,6 +319,10 @@ impl Scripts {
             &self.bucket_expiry_charge,
             &self.bucket_expiry_refund,
             &self.bucket_expiry_at_most,
+            &self.bucket_expiry_at_most_held,
+            &self.bucket_expiry_refund_held,
+            &self.token_bucket_refund_held,
+            &self.tat_refund_held,
             &self.fixed_window_server_usage,
             &self.fixed_window_server_charge,
             &self.fixed_window_server_charge_one,

@@ -7,7 +7,7 @@ use super::error::store_error;
 use super::lease::LeaseOp;
 use crate::algorithm::{LeaseId, Usage};
 use crate::store::validate;
-use crate::store::{BoxFuture, Lease, Request, Store};
+use crate::store::{BoxFuture, HeldGrant, Lease, Request, Stamp, Store};
 use crate::{Decision, Policy, Result};
 
 impl Store for RedisStore {
@@ -112,6 +112,32 @@ impl Store for RedisStore {
         Box::pin(async move {
             validate::usage(policy, key, op, cost)?;
             self.usage_op(policy, key, op, cost).await
+        })
+    }
+
+    fn take_held<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        max_cost: u64,
+        hold: Duration,
+    ) -> BoxFuture<'a, Result<HeldGrant>> {
+        Box::pin(async move {
+            validate::usage(policy, key, Usage::AtMostHeld(hold), max_cost)?;
+            self.take_held_op(policy, key, max_cost, hold).await
+        })
+    }
+
+    fn refund_held<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        stamp: Stamp,
+        units: u64,
+    ) -> BoxFuture<'a, Result<Option<Decision>>> {
+        Box::pin(async move {
+            validate::refund_held(policy, key, &stamp, units)?;
+            self.refund_held_op(policy, key, stamp, units).await
         })
     }
 }

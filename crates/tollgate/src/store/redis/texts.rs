@@ -219,6 +219,15 @@ pub(crate) const TOKEN_BUCKET_USAGE: &str = usage_script!(
 pub(crate) const TAT_USAGE: &str = usage_script!(
     usage_entry!("ddddddddd", "9", "drip, unit, capacity, cost, shaper, hold");
     "tat_usage.lua", "debt_op.lua", "tat_usage_end.lua");
+// A held take's exact refund (refund_held): the usage script's body
+// with the stamp's comparison after the state is read, as a refund.
+pub(crate) const TOKEN_BUCKET_REFUND_HELD: &str = usage_script!(
+    usage_entry!("dddddddd", "8", "drip, unit, capacity, cost, hold");
+    "token_bucket_usage.lua", "token_bucket_refund_held.lua", "debt_op.lua",
+    "token_bucket_usage_end.lua");
+pub(crate) const TAT_REFUND_HELD: &str = usage_script!(
+    usage_entry!("ddddddddd", "9", "drip, unit, capacity, cost, shaper, hold");
+    "tat_usage.lua", "tat_refund_held.lua", "debt_op.lua", "tat_usage_end.lua");
 pub(crate) const BUCKET_EXPIRY_CHARGE: &str = bucket_expiry_usage!(
     "need, room, deadline = KEYS[1], ARGV[1], ARGV[2], ARGV[3]",
     "bucket_expiry_charge.lua",
@@ -232,6 +241,18 @@ pub(crate) const BUCKET_EXPIRY_AT_MOST: &str = bucket_expiry_usage!(
     "need, room, deadline, hold = KEYS[1], ARGV[1], ARGV[2], ARGV[4] ~= '0' and ARGV[4], ARGV[5]",
     "bucket_expiry_at_most.lua",
     "bucket_expiry_add.lua"
+);
+// A held check_at_most on the buckets' server-clock form, replying the
+// TAT it wrote too; and the refund that compares it.
+pub(crate) const BUCKET_EXPIRY_AT_MOST_HELD: &str = bucket_expiry_usage!(
+    "need, room, deadline, hold = KEYS[1], ARGV[1], ARGV[2], ARGV[4] ~= '0' and ARGV[4], ARGV[5]",
+    "bucket_expiry_at_most.lua",
+    "bucket_expiry_held_add.lua"
+);
+pub(crate) const BUCKET_EXPIRY_REFUND_HELD: &str = concat!(
+    include_str!("lua/prologue.lua"),
+    "local key, tat0, need = KEYS[1], ARGV[1], ARGV[2]\n",
+    include_str!("lua/bucket_expiry_refund_held.lua")
 );
 // Charge, check_at_most and refund on the server-clock window, each in
 // the form of a check (see fixed_window_server.lua): the general one and

@@ -22,6 +22,10 @@ impl RedisStore {
         op: Usage,
         cost: u64,
     ) -> Result<Decision> {
+        if let Usage::AtMostHeld(hold) = op {
+            // Its reply carries the state written too (see held.rs).
+            return Ok(self.take_held_op(policy, key, cost, hold).await?.decision);
+        }
         let form = self.form(policy);
         let redis_key = self.key_in_form(policy, key, &form);
         let scripts = &self.inner.scripts;
@@ -54,28 +58,7 @@ impl RedisStore {
             }
             Form::Script => {
                 let algorithm = policy.algorithm();
-                let [time, deadline] = self.time_args()?;
-                let mut numbers = vec![time, deadline, usage_op(op) as f64];
-                numbers.extend(algorithm::params(
-                    algorithm,
-                    cost,
-                    0,
-                    self.calendar_time(time),
-                ));
-                if let Algorithm::LeakyBucket(_) = algorithm {
-                    // tat_usage.lua's `shaper` (see scripts.rs).
-                    numbers.push(1.0);
-                }
-                // The hold, in scaled units (below the capacity, 2^50:
-                // validated): token_bucket_usage.lua's in place of the
-                // max_wait it ignores, tat_usage.lua's after the shaper.
-                let hold = hold_units(algorithm, op);
-                match algorithm {
-                    Algorithm::TokenBucket(_) => *numbers.last_mut().expect("its numbers") = hold,
-                    Algorithm::Gcra(_) | Algorithm::LeakyBucket(_) => numbers.push(hold),
-                    _ => {}
-                }
-                let packed = pack(&numbers);
+                let packed = pack(&self.usage_numbers(algorithm, op, cost)?);
                 // The fixed window's change of count, as text (see its
                 // script).
                 let change = match op {
@@ -94,8 +77,42 @@ impl RedisStore {
     }
 }
 
+impl RedisStore {
+    /// The numbers of a usage script in the algorithm's own script form
+    /// (its ARGV[1], see `lua/usage_prologue.lua`).
+    pub(super) fn usage_numbers(
+        &self,
+        algorithm: &Algorithm,
+        op: Usage,
+        cost: u64,
+    ) -> Result<Vec<f64>> {
+        let [time, deadline] = self.time_args()?;
+        let mut numbers = vec![time, deadline, usage_op(op) as f64];
+        numbers.extend(algorithm::params(
+            algorithm,
+            cost,
+            0,
+            self.calendar_time(time),
+        ));
+        if let Algorithm::LeakyBucket(_) = algorithm {
+            // tat_usage.lua's `shaper` (see scripts.rs).
+            numbers.push(1.0);
+        }
+        // The hold, in scaled units (below the capacity, 2^50:
+        // validated): token_bucket_usage.lua's in place of the
+        // max_wait it ignores, tat_usage.lua's after the shaper.
+        let hold = hold_units(algorithm, op);
+        match algorithm {
+            Algorithm::TokenBucket(_) => *numbers.last_mut().expect("its numbers") = hold,
+            Algorithm::Gcra(_) | Algorithm::LeakyBucket(_) => numbers.push(hold),
+            _ => {}
+        }
+        Ok(numbers)
+    }
+}
+
 /// The usage script of an algorithm's own script form.
-fn usage_script<'s>(scripts: &'s Scripts, algorithm: &Algorithm) -> &'s Script {
+pub(super) fn usage_script<'s>(scripts: &'s Scripts, algorithm: &Algorithm) -> &'s Script {
     match algorithm {
         Algorithm::FixedWindow(a) if a.calendar().is_some() => &scripts.fixed_window_calendar_usage,
         Algorithm::FixedWindow(_) => &scripts.fixed_window_usage,
@@ -125,11 +142,12 @@ fn hold_units(algorithm: &Algorithm, op: Usage) -> f64 {
 }
 
 /// The operation as the usage scripts name it: 1 charge, 2 refund, 3
-/// check_at_most.
+/// check_at_most, 4 held (whose reply carries its stamp).
 fn usage_op(op: Usage) -> u64 {
     match op {
         Usage::Charge => 1,
         Usage::Refund => 2,
+        Usage::AtMostHeld(_) => 4,
         _ => 3,
     }
 }

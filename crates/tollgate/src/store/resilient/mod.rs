@@ -20,7 +20,7 @@ pub use self::deny_cache::DenyCache;
 use self::fallback::Fallback;
 pub use self::on_failure::OnFailure;
 use self::probe::Probe;
-use super::{BoxFuture, Lease, Request, Store, validate};
+use super::{BoxFuture, HeldGrant, Lease, Request, Stamp, Store, validate};
 use crate::algorithm::{LeaseId, Usage};
 use crate::metrics;
 use crate::{Clock, Decision, Error, Policy, Result};
@@ -259,6 +259,51 @@ impl Store for ResilientStore {
             }
             match self
                 .attempt(|| self.inner.primary.usage(policy, key, op, cost))
+                .await
+            {
+                Attempt::Answered(result) => result,
+                Attempt::Unavailable => Err(Error::StoreUnavailable),
+            }
+        })
+    }
+
+    /// Passed through to the primary store, as [`usage`](Self::usage) is.
+    fn take_held<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        max_cost: u64,
+        hold: Duration,
+    ) -> BoxFuture<'a, Result<HeldGrant>> {
+        Box::pin(async move {
+            validate::usage(policy, key, Usage::AtMostHeld(hold), max_cost)?;
+            match self
+                .attempt(|| self.inner.primary.take_held(policy, key, max_cost, hold))
+                .await
+            {
+                Attempt::Answered(result) => result,
+                Attempt::Unavailable => Err(Error::StoreUnavailable),
+            }
+        })
+    }
+
+    /// Passed through to the primary store, as a refund is (and forgets
+    /// the key's cached denial); no fallback can compare the primary's
+    /// state, so while it is unavailable the answer is an error.
+    fn refund_held<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        stamp: Stamp,
+        units: u64,
+    ) -> BoxFuture<'a, Result<Option<Decision>>> {
+        Box::pin(async move {
+            validate::refund_held(policy, key, &stamp, units)?;
+            if let Some(cache) = &self.inner.deny_cache {
+                cache.forget(policy, key);
+            }
+            match self
+                .attempt(|| self.inner.primary.refund_held(policy, key, stamp, units))
                 .await
             {
                 Attempt::Answered(result) => result,

@@ -1,5 +1,7 @@
 -- tat_usage_end.lua: the end of tat_usage.lua's body, after debt_op.lua:
--- writes the time `after` units past now and replies.
+-- writes the time `after` units past now and replies; a held
+-- check_at_most (op 4) that granted replies the time it wrote too (whole
+-- µs, fraction), its stamp for tat_refund_held.lua.
 
 local delay = 0
 if op == 3 and allowed and shaper == 1 then
@@ -25,5 +27,9 @@ if after < capacity then
 end
 if ask >= 0 and after + ask * unit > capacity then
   retry = math.ceil((after + ask * unit - capacity) / drip)
+end
+if op == 4 and granted > 0 then
+  local f = after % drip
+  return struct.pack('<dddddddd', allowed and 1 or 0, remaining, reset, retry, delay, granted, now + (after - f) / drip, f)
 end
 return struct.pack('<dddddd', allowed and 1 or 0, remaining, reset, retry, delay, granted)

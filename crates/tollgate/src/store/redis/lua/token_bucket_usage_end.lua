@@ -1,6 +1,7 @@
 -- token_bucket_usage_end.lua: the end of token_bucket_usage.lua's body,
 -- after debt_op.lua: writes the deficit `after` (measured at `at`) and
--- replies.
+-- replies; a held check_at_most (op 4) that granted replies the state it
+-- wrote too, its stamp for token_bucket_refund_held.lua.
 
 local reset = 0
 if after > 0 then
@@ -19,5 +20,8 @@ if after < capacity then
 end
 if ask >= 0 and after + ask * unit > capacity then
   retry = math.ceil((after + ask * unit - capacity) / drip) + at - now
+end
+if op == 4 and granted > 0 then
+  return struct.pack('<dddddddd', allowed and 1 or 0, remaining, reset, retry, 0, granted, after, at)
 end
 return struct.pack('<dddddd', allowed and 1 or 0, remaining, reset, retry, 0, granted)

@@ -5,13 +5,15 @@
 -- algorithm's own script keeps (same layout, same TTL rule).
 --
 -- ARGV[1]  packed doubles (see prologue.lua): time, deadline, the
---          operation (1 charge, 2 refund, 3 check_at_most), then the
+--          operation (1 charge, 2 refund, 3 check_at_most, 4 a held
+--          check_at_most: token_bucket_usage.lua and tat_usage.lua), then the
 --          numbers the algorithm's own script takes, in its order, with
 --          the cost (or check_at_most's max_cost, <= 2^52) in the cost's
 --          place
 -- Reply    six doubles: allowed, remaining, reset_after, retry_after,
---          delay, granted; or the single double -1 when the deadline
---          passed
+--          delay, granted; a held check_at_most that granted, two more:
+--          the state it wrote (its stamp, see *_refund_held.lua); or the
+--          single double -1 when the deadline passed
 -- Rules    (the Rust algorithms' `charge_micros`, `refund_micros` and
 --          `Algorithm::usage_micros`, which the tests hold these to)
 --          charge consumes the cost whatever is left: the key goes into
@@ -31,7 +33,7 @@
 --          every write re-arms the expiry to when the state is fresh
 --          again, so a key in debt lives until its debt is repaid.
 -- Ops      count_op.lua and debt_op.lua, inline in the bodies: `op` is 1
---          charge, 2 refund, 3 check_at_most; each leaves the number
+--          charge, 2 refund, 3 (or 4, held) check_at_most; each leaves the number
 --          after the operation (`after`), whether it fitted (`allowed`),
 --          what check_at_most granted (`granted`), and the cost whose
 --          retry_after the reply gives (`ask`): 1 after a charge or
