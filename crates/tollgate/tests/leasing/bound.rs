@@ -14,18 +14,39 @@ use crate::Counting;
 
 /// An admission and the clock (µs) read just before the call and just
 /// after it returned.
-type Admission = (u64, u64, Source);
+pub(crate) type Admission = (u64, u64, Source);
 
 /// The lease interval the tests use.
 const INTERVAL: Duration = Duration::from_millis(10);
 /// Tasks per instance.
 const TASKS: usize = 24;
 
+/// How the tasks of [`hammer`] check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Load {
+    /// All the time.
+    Steady,
+    /// 100 ms on, 100 ms off, all together: each pause leaves leases idle
+    /// for ten intervals, and they go back.
+    Bursts,
+}
+
+/// What [`hammer`] saw: admissions, batches taken, units that went back.
+pub(crate) struct Hammered {
+    pub(crate) admitted: usize,
+    pub(crate) takes: u64,
+    pub(crate) refunded: u64,
+}
+
 /// `instances` leasing stores over `stores` (one each, or shared), 24
 /// tasks each checking one key for `run` (checks denied come back after
-/// 200 µs); checks the invariants and returns (admissions, batches
-/// taken).
-async fn hammer(stores: Vec<Arc<dyn Store>>, policy: Policy, run: Duration) -> (usize, u64) {
+/// 200 µs), under `load`; checks the invariants and returns what it saw.
+pub(crate) async fn hammer(
+    stores: Vec<Arc<dyn Store>>,
+    policy: Policy,
+    run: Duration,
+    load: Load,
+) -> Hammered {
     let counting: Vec<Arc<Counting>> = stores
         .into_iter()
         .map(|store| Arc::new(Counting::new(store)))
@@ -47,6 +68,13 @@ async fn hammer(stores: Vec<Arc<dyn Store>>, policy: Policy, run: Duration) -> (
                 let mut mine = Vec::new();
                 while SystemClock.now_micros() < end {
                     let before = SystemClock.now_micros();
+                    let phase = end.saturating_sub(before) / 100_000;
+                    if load == Load::Bursts && phase % 2 == 1 {
+                        let next = end - phase * 100_000;
+                        tokio::time::sleep(Duration::from_micros(next.saturating_sub(before)))
+                            .await;
+                        continue;
+                    }
                     let d = store.check(&policy, b"hot", 1).await.unwrap();
                     let after = SystemClock.now_micros();
                     if d.allowed {
@@ -107,12 +135,17 @@ async fn hammer(stores: Vec<Arc<dyn Store>>, policy: Policy, run: Duration) -> (
         _ => within_each_window(&admissions, &policy),
     }
     let takes: u64 = leasing.iter().map(LeasingStore::takes).sum();
+    let lapsed: u64 = leasing.iter().map(LeasingStore::lapsed).sum();
     eprintln!(
-        "{}: {} admissions ({from_leases} from leases), {takes} batches, granted {granted}, refunded {refunded}",
+        "{}: {} admissions ({from_leases} from leases), {takes} batches, granted {granted}, refunded {refunded}, lapsed after idling {lapsed}",
         policy.name(),
         admissions.len(),
     );
-    (admissions.len(), takes)
+    Hammered {
+        admitted: admissions.len(),
+        takes,
+        refunded,
+    }
 }
 
 /// No window admits more than its limit: counting each admission whose
@@ -142,7 +175,7 @@ fn within_each_window(admissions: &[Admission], policy: &Policy) {
 /// time may be late by the call's duration, so an admission made just
 /// before a span may be counted in it: at most one per task in flight,
 /// which the bucket is given on top.
-fn within_bucket_bound(admissions: &mut [Admission], policy: &Policy, instances: usize) {
+pub(crate) fn within_bucket_bound(admissions: &mut [Admission], policy: &Policy, instances: usize) {
     let (rate, per, burst) = match policy.algorithm() {
         Algorithm::TokenBucket(a) => (a.rate().rate, a.rate().per, a.burst()),
         Algorithm::Gcra(a) => (a.rate().rate, a.rate().per, a.burst()),
@@ -176,7 +209,8 @@ fn within_bucket_bound(admissions: &mut [Admission], policy: &Policy, instances:
 async fn leases_on_a_memory_store_never_over_admit() {
     let memory: Arc<dyn Store> = Arc::new(MemoryStore::builder().clock(SystemClock).build());
     for policy in policies() {
-        hammer(vec![memory.clone(); 3], policy, Duration::from_millis(1200)).await;
+        let run = Duration::from_millis(1200);
+        hammer(vec![memory.clone(); 3], policy, run, Load::Steady).await;
     }
     // Below the limit, a batch serves many checks.
     for roomy in [
@@ -184,8 +218,10 @@ async fn leases_on_a_memory_store_never_over_admit() {
         Policy::gcra("roomy-gcra", 1 << 30, Duration::from_secs(1), 1 << 20).unwrap(),
     ] {
         let roomy = roomy.with_lease(true).unwrap();
-        let (admitted, takes) =
-            hammer(vec![memory.clone(); 3], roomy, Duration::from_millis(500)).await;
+        let run = Duration::from_millis(500);
+        let Hammered {
+            admitted, takes, ..
+        } = hammer(vec![memory.clone(); 3], roomy, run, Load::Steady).await;
         assert!(
             takes * 10 < admitted as u64,
             "{takes} batches for {admitted} admissions"
@@ -195,7 +231,7 @@ async fn leases_on_a_memory_store_never_over_admit() {
 
 /// A window of each kind, and buckets refilling 20,000 a second with a
 /// burst of 2,000: the load (72 tasks) keeps every one at its limit.
-fn policies() -> Vec<Policy> {
+pub(crate) fn policies() -> Vec<Policy> {
     [
         Policy::fixed_window("fw", 2_000, Duration::from_millis(200)).unwrap(),
         Policy::sliding_window("sw", 2_000, Duration::from_millis(200)).unwrap(),
@@ -215,7 +251,8 @@ async fn leases_of_three_instances_on_redis_never_over_admit() {
         stores.push(Arc::new(RedisStore::connect(&server.url()).await.unwrap()));
     }
     for policy in policies() {
-        hammer(stores.clone(), policy, Duration::from_millis(1200)).await;
+        let run = Duration::from_millis(1200);
+        hammer(stores.clone(), policy, run, Load::Steady).await;
     }
 }
 

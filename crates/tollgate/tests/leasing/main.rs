@@ -2,13 +2,16 @@
 //! a lease was consumed in the store first (the store's consumed units,
 //! granted less refunded, are never below the admissions), no window
 //! admits more than its limit and no span of a bucket more than the
-//! bucket's own bound, `burst + rate·T` (`bound.rs`); through an outage, held leases are spent and
-//! then the failure policy answers (`outage.rs`).
+//! bucket's own bound, `burst + rate·T` (`bound.rs`); a bucket's idle
+//! lease goes back exactly, and with refunds the bound still holds
+//! (`refund.rs`); through an outage, held leases are spent and then the
+//! failure policy answers (`outage.rs`).
 
 #![cfg(feature = "redis")]
 
 mod bound;
 mod outage;
+mod refund;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
