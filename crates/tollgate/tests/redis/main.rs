@@ -5,7 +5,8 @@
 //! forms (`server_window`, `bucket_expiry`), bad input that never reaches
 //! Redis (`bad_input`), hash tags that keep a user key's braces from moving
 //! it to another slot (`hash_tags`), client clocks (`client_time`),
-//! usage (`usage`) and calendar windows (`calendar`). Every key written has a TTL.
+//! usage (`usage`), a held take's exact refund on the server's clock
+//! (`held`) and calendar windows (`calendar`). Every key written has a TTL.
 #![cfg(feature = "redis")]
 
 mod bad_input;
@@ -15,6 +16,7 @@ mod client_time;
 mod contention;
 mod differential;
 mod hash_tags;
+mod held;
 mod pipelining;
 mod script_flush;
 mod server_window;
