@@ -4,7 +4,9 @@ use super::*;
 
 /// A store on the test server in server time, with a prefix of its own,
 /// and a connection of the test's.
-async fn store_and_connection(tag: &str) -> (RedisStore, redis::aio::MultiplexedConnection) {
+pub(super) async fn store_and_connection(
+    tag: &str,
+) -> (RedisStore, redis::aio::MultiplexedConnection) {
     let server = standalone();
     let store = connect(vec![server.url()], TimeSource::Server, tag).await;
     let client = redis::Client::open(server.url()).unwrap();
@@ -15,7 +17,7 @@ async fn store_and_connection(tag: &str) -> (RedisStore, redis::aio::Multiplexed
 }
 
 /// Runs `test` on a runtime of its own, then checks every key expires.
-fn run<F: std::future::Future<Output = ()>>(test: F) {
+pub(super) fn run<F: std::future::Future<Output = ()>>(test: F) {
     runtime().block_on(test);
     Deployment::Standalone.assert_every_key_expires();
 }

@@ -3,17 +3,15 @@
 //! clock form (the TAT is the key's expiry) and the script form reading
 //! `TIME`. The refund moves the stored TAT back by exactly its units'
 //! emission intervals, and leaves a key another call moved untouched.
+use super::bucket_expiry::{run, store_and_connection};
 use super::*;
 
 /// The server-clock form: the key's expiry moves back by exactly the
 /// units times the interval; after a check moved it, nothing is written.
 #[test]
 fn a_held_refund_moves_the_keys_expiry_back_exactly() {
-    let server = standalone();
-    runtime().block_on(async {
-        let store = connect(vec![server.url()], TimeSource::Server, "held-exp").await;
-        let client = redis::Client::open(server.url()).unwrap();
-        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    run(async {
+        let (store, mut conn) = store_and_connection("held-exp").await;
         let hold = Duration::from_secs(2);
         for policy in [
             Policy::token_bucket("held-tb", 10, Duration::from_secs(1), 100).unwrap(),
@@ -53,7 +51,6 @@ fn a_held_refund_moves_the_keys_expiry_back_exactly() {
             assert_eq!(expiry(&mut conn).await, moved, "{name}: nothing written");
         }
     });
-    Deployment::Standalone.assert_every_key_expires();
 }
 
 /// The script form on the server's `TIME` (a rate whose interval is not
@@ -63,11 +60,8 @@ fn a_held_refund_moves_the_keys_expiry_back_exactly() {
 /// written.
 #[test]
 fn a_held_refund_on_the_servers_time_moves_the_tat_back_exactly() {
-    let server = standalone();
-    runtime().block_on(async {
-        let store = connect(vec![server.url()], TimeSource::Server, "held-time").await;
-        let client = redis::Client::open(server.url()).unwrap();
-        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    run(async {
+        let (store, mut conn) = store_and_connection("held-time").await;
         let hold = Duration::from_secs(2);
         // 3 a second: an interval of 333.3 ms, in scaled units 3 per µs
         // and 1,000,000 a token.
@@ -115,5 +109,4 @@ fn a_held_refund_on_the_servers_time_moves_the_tat_back_exactly() {
             assert_eq!(full_at(&mut conn).await, moved, "{name}: nothing written");
         }
     });
-    Deployment::Standalone.assert_every_key_expires();
 }
