@@ -23,6 +23,10 @@
 //! (needs valgrind); `-- --instructions --usage` counts `check`, `charge`,
 //! `refund` and `check_at_most` (each of cost 1) per rate policy and a
 //! calendar month's window (`--policy NAME`, also `fw-cal`, only those).
+//! `-- --usage` alone measures those four operations' server µs per call
+//! instead (`INFO commandstats`, 16 callers, every phase alone on the
+//! server, the median of 21 interleaved rounds, 5 with `--quick`, and each
+//! operation's ratio to its round's check; `--policy NAME` as above).
 //!
 //! Kept whole on purpose: one benchmark against one `redis-server`, whose rows are reported side by side.
 
@@ -170,9 +174,19 @@ fn decide(
                     store.release_lease(&p, key.as_bytes(), id).await.unwrap();
                 }
             } else {
-                store.check(&p, key.as_bytes(), 1).await.unwrap();
+                skip_transient(store.check(&p, key.as_bytes(), 1).await);
             }
         })
+    }
+}
+
+/// A call's answer, unwrapped but for a transient error (a timeout when
+/// the shared machine stalls the server), which the measures skip: the
+/// server's counts are of what it ran, and a long run should not be lost
+/// to one late reply.
+fn skip_transient<T>(answer: tollgate::Result<T>) {
+    if let Err(e) = answer {
+        assert!(e.is_transient(), "{e}");
     }
 }
 
@@ -191,7 +205,7 @@ fn usage(
         let (store, p) = (store.clone(), policy.clone());
         Box::pin(async move {
             let key = format!("{keys}{c}-{}", n % 100);
-            store.usage(&p, key.as_bytes(), op, cost).await.unwrap();
+            skip_transient(store.usage(&p, key.as_bytes(), op, cost).await);
         })
     })
 }
@@ -401,13 +415,8 @@ fn main() {
     }
     // `-- --saturation` runs only the last section; `-- --policy NAME`
     // (repeatable) only those policies in it (fw, sw, sl, tb, gcra, lb, …).
-    let args: Vec<String> = std::env::args().collect();
-    let saturation_only = args.iter().any(|a| a == "--saturation");
-    let only: Vec<String> = args
-        .windows(2)
-        .filter(|w| w[0] == "--policy")
-        .map(|w| w[1].clone())
-        .collect();
+    let saturation_only = std::env::args().any(|a| a == "--saturation");
+    let only = only_policies();
     let run = Duration::from_millis(if quick { 500 } else { 2000 });
     let requests = if quick { 50_000 } else { 300_000 };
     let server = RedisServer::start();
@@ -428,6 +437,11 @@ fn main() {
                 .await
                 .expect("connect"),
         );
+        if std::env::args().any(|a| a == "--usage") {
+            let (rounds, phase) = if quick { (5, 200) } else { (21, 250) };
+            usage_costs(&server, &store, rounds, Duration::from_millis(phase)).await;
+            return;
+        }
         let client = redis::Client::open(server.url()).unwrap();
         let conn = client.get_multiplexed_async_connection().await.unwrap();
 
@@ -730,47 +744,63 @@ impl Drop for KillOnDrop {
     }
 }
 
-/// `-- --instructions --usage`: per rate policy, `check`, `charge`,
-/// `refund` and `check_at_most` of cost 1, one caller, each on 100 keys of
-/// its own that exist (100 calls first, untimed), as a hot key's are:
-/// `refund`'s keys charged deep into debt first, so that every refund has
-/// something to give back however fast the policy refills.
-async fn usage_instructions(store: &Arc<RedisStore>, pid: &str, dir: &std::path::Path, calls: u64) {
-    println!("instructions per call inside EVALSHA (callgrind, {calls} calls on 100 keys)");
+/// `--policy NAME` arguments (repeatable): the policies a part is limited
+/// to, none for all.
+fn only_policies() -> Vec<String> {
     let args: Vec<String> = std::env::args().collect();
-    let only: Vec<&str> = args
-        .windows(2)
+    args.windows(2)
         .filter(|w| w[0] == "--policy")
-        .map(|w| w[1].as_str())
-        .collect();
+        .map(|w| w[1].clone())
+        .collect()
+}
+
+/// The usage parts' policies: every rate policy and a calendar month's
+/// window (the fixed window's script with the window's bounds), or those
+/// `--policy` names.
+fn usage_policies() -> Vec<Arc<Policy>> {
+    let only = only_policies();
     let mut list = policies();
-    // A calendar month: the fixed window's script with the window's bounds.
     list.push(
         Policy::fixed_window_calendar("fw-cal", 1 << 40, Period::Month, "Europe/Paris").unwrap(),
     );
-    for policy in list {
-        if policy.algorithm().name() == "concurrency"
-            || !(only.is_empty() || only.contains(&policy.name()))
-        {
-            continue;
-        }
-        let p = Arc::new(policy);
-        let rows: [(&str, Op, Option<Op>); 4] = [
-            ("check", Arc::new(decide(store, &p)) as Op, None),
-            ("charge", usage(store, &p, Usage::Charge, 1, "charge"), None),
-            (
-                "refund",
-                usage(store, &p, Usage::Refund, 1, "refund"),
-                Some(usage(store, &p, Usage::Charge, 1 << 40, "refund")),
-            ),
-            (
-                "check_at_most",
-                usage(store, &p, Usage::AtMost, 1, "at_most"),
-                None,
-            ),
-        ];
+    list.into_iter()
+        .filter(|p| p.algorithm().name() != "concurrency")
+        .filter(|p| only.is_empty() || only.iter().any(|o| o == p.name()))
+        .map(Arc::new)
+        .collect()
+}
+
+/// A usage part's four rows of a policy: `check`, `charge`, `refund` and
+/// `check_at_most`, each of cost 1 on keys of its own, and what makes its
+/// keys' steady state (None: its own calls): `refund`'s keys charged deep
+/// into debt, so that every refund has something to give back however
+/// fast the policy refills.
+fn usage_rows(store: &Arc<RedisStore>, p: &Arc<Policy>) -> [(&'static str, Op, Option<Op>); 4] {
+    [
+        ("check", Arc::new(decide(store, p)) as Op, None),
+        ("charge", usage(store, p, Usage::Charge, 1, "charge"), None),
+        (
+            "refund",
+            usage(store, p, Usage::Refund, 1, "refund"),
+            Some(usage(store, p, Usage::Charge, 1 << 40, "refund")),
+        ),
+        (
+            "check_at_most",
+            usage(store, p, Usage::AtMost, 1, "at_most"),
+            None,
+        ),
+    ]
+}
+
+/// `-- --instructions --usage`: per rate policy, `check`, `charge`,
+/// `refund` and `check_at_most` of cost 1 (`usage_rows`), one caller, each
+/// on 100 keys of its own that exist (100 calls first, untimed), as a hot
+/// key's are.
+async fn usage_instructions(store: &Arc<RedisStore>, pid: &str, dir: &std::path::Path, calls: u64) {
+    println!("instructions per call inside EVALSHA (callgrind, {calls} calls on 100 keys)");
+    for p in usage_policies() {
         let mut line = format!("{:<18}", label(&p));
-        for (name, op, prepare) in rows {
+        for (name, op, prepare) in usage_rows(store, &p) {
             run_callers(prepare.as_ref().unwrap_or(&op), 1, 100).await;
             callgrind_control(&["-z", pid]);
             run_callers(&op, 1, calls).await;
@@ -784,6 +814,62 @@ async fn usage_instructions(store: &Arc<RedisStore>, pid: &str, dir: &std::path:
                 tokio::time::sleep(Duration::from_millis(50)).await;
             };
             line += &format!(" {name} {:.1}k", total as f64 / calls as f64 / 1000.0);
+        }
+        println!("{line}");
+    }
+}
+
+/// `-- --usage`: per rate policy, the server's µs per call (`INFO
+/// commandstats`, EVALSHA's `usec_per_call` after `CONFIG RESETSTAT`) of
+/// `usage_rows`' four operations, 16 callers on 100 keys each, every phase
+/// alone on the server: interleaved rounds (check, charge, refund,
+/// check_at_most, check, …), each operation's ratio to the same round's
+/// check, and the medians. Before its first phase each operation's keys
+/// are made to exist; `refund`'s are charged into debt again before each
+/// of its phases (a window of 1 s would otherwise have repaid it).
+async fn usage_costs(
+    server: &RedisServer,
+    store: &Arc<RedisStore>,
+    rounds: usize,
+    phase: Duration,
+) {
+    let callers = 16;
+    println!(
+        "server µs per call (INFO commandstats usec_per_call of EVALSHA, {callers} callers on 100 \
+         keys each, cost 1, phases of {} ms): median of {rounds} interleaved rounds; \
+         × check: the median of the rounds' ratios to their check [lowest–highest]",
+        phase.as_millis()
+    );
+    for p in usage_policies() {
+        let rows = usage_rows(store, &p);
+        let mut seen: [Vec<f64>; 4] = Default::default();
+        for round in 0..rounds {
+            for ((_, op, prepare), seen) in rows.iter().zip(&mut seen) {
+                if round == 0 || prepare.is_some() {
+                    run_callers(prepare.as_ref().unwrap_or(op), callers, 100).await;
+                }
+                reset_stats(server);
+                let op = op.clone();
+                drive("", callers, phase, move |i, n| op(i, n)).await;
+                seen.push(usec_per_call(server, "evalsha"));
+            }
+        }
+        let [check, usage @ ..] = seen;
+        let mut line = format!("{:<18} check {:>5.2} µs", label(&p), median(check.clone()));
+        for ((name, _, _), seen) in rows.iter().skip(1).zip(usage) {
+            let ratios: Vec<f64> = seen
+                .iter()
+                .zip(&check)
+                .map(|(op, check)| op / check)
+                .collect();
+            let (low, high) = ratios
+                .iter()
+                .fold((f64::INFINITY, 0f64), |(l, h), r| (l.min(*r), h.max(*r)));
+            line += &format!(
+                "  {name} {:>5.2} µs {:.2}× [{low:.2}–{high:.2}]",
+                median(seen),
+                median(ratios)
+            );
         }
         println!("{line}");
     }
