@@ -21,8 +21,9 @@
 //! tb-us, gcra-us, lb-us) only those policies in it. `-- --instructions`
 //! counts each script's instructions per call under callgrind instead
 //! (needs valgrind); `-- --instructions --usage` counts `check`, `charge`,
-//! `refund` and `check_at_most` (each of cost 1) per rate policy and a
-//! calendar month's window (`--policy NAME`, also `fw-cal`, only those).
+//! `refund` and `check_at_most` (each of cost 1) per rate policy,
+//! a server-clock window with a limit of 1000 and a calendar month's
+//! window (`--policy NAME`, also `fw-1000` and `fw-cal`, only those).
 //! `-- --usage` alone measures those four operations' server µs per call
 //! instead (`INFO commandstats`, 16 callers, every phase alone on the
 //! server, the median of 21 interleaved rounds, 5 with `--quick`, and each
@@ -308,6 +309,7 @@ fn policies() -> Vec<Policy> {
 fn label(policy: &Policy) -> &'static str {
     match policy.name() {
         "fw-time" => "fixed_window TIME",
+        "fw-1000" => "fixed_window 1000",
         "tb-us" => "token_bucket TIME",
         "gcra-us" => "gcra TIME",
         "lb-us" => "leaky_bucket TIME",
@@ -754,12 +756,18 @@ fn only_policies() -> Vec<String> {
         .collect()
 }
 
-/// The usage parts' policies: every rate policy and a calendar month's
-/// window (the fixed window's script with the window's bounds), or those
+/// The usage parts' policies: every rate policy, the server-clock window
+/// with a limit of 1000 (whose refund takes the limit as an argument, see
+/// `lua/fixed_window_server_refund.lua`) and a calendar month's window
+/// (the fixed window's script with the window's bounds), or those
 /// `--policy` names.
 fn usage_policies() -> Vec<Arc<Policy>> {
     let only = only_policies();
     let mut list = policies();
+    list.insert(
+        1,
+        Policy::fixed_window("fw-1000", 1000, Duration::from_secs(3600)).unwrap(),
+    );
     list.push(
         Policy::fixed_window_calendar("fw-cal", 1 << 40, Period::Month, "Europe/Paris").unwrap(),
     );

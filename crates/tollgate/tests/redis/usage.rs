@@ -214,48 +214,65 @@ fn usage_in_the_server_clock_forms_decides_like_memory_on_a_cluster() {
     server_clock_usage(Deployment::Cluster);
 }
 
-/// The server-clock window's refund with a limit·16 of 8 digits, whose
-/// cap the script tests without reading the limit as a number while the
-/// window's value is below 10^6 (fixed_window_server_refund.lua): refunds
-/// below, at and past a full window, of cost 1 and more, as memory does.
+/// The server-clock window's refund, whose cap at a full window the
+/// script tests without the limit while the window's value is below 10^6
+/// (fixed_window_server_refund.lua): a limit·16 of 8 digits and one of
+/// exactly 10^6, which the script reads from the key's name, and one just
+/// below, which it is passed; with and without a deadline (other
+/// arguments, other forms). Refunds below, at and past a full window, of
+/// cost 1 and more, as memory does.
 #[test]
 fn refund_caps_a_large_window_at_its_limit() {
     let server = standalone();
     runtime().block_on(async {
-        let redis = connect(vec![server.url()], TimeSource::Server, "refund-cap").await;
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
-        let memory = MemoryStore::with_clock(ManualClock::new(now.as_micros() as u64));
-        let limit = 1_000_000;
-        let policy = Policy::fixed_window("fw-cap", limit, Duration::from_secs(3600)).unwrap();
-        let steps = [
-            (Usage::Charge, limit - 10),
-            (Usage::Refund, 1),
-            (Usage::Refund, 4),
-            (Usage::Refund, limit),
-            (Usage::Charge, 1),
-            (Usage::Refund, 1),
-            (Usage::Charge, 2),
-            (Usage::Refund, 3),
-            (Usage::Charge, limit + 5),
-            (Usage::Refund, 1),
-            (Usage::Refund, 6),
-            (Usage::Refund, limit),
-        ];
-        for (i, (op, cost)) in steps.into_iter().enumerate() {
-            let want = memory.usage(&policy, b"k", op, cost).await.unwrap();
-            let got = redis.usage(&policy, b"k", op, cost).await.unwrap();
-            assert_eq!(
-                (got.allowed, got.remaining),
-                (want.allowed, want.remaining),
-                "step {i}: {op:?} of {cost}"
-            );
+        for deadline in [false, true] {
+            let mut builder =
+                RedisStore::builder(vec![server.url()]).prefix(fresh_prefix("refund-cap"));
+            if deadline {
+                builder = builder.deadline(Duration::from_secs(30));
+            }
+            let redis = builder.connect().await.unwrap();
+            let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+            let memory = MemoryStore::with_clock(ManualClock::new(now.as_micros() as u64));
+            for limit in [1_000_000, 62_500, 62_499] {
+                let name = format!("fw-cap-{limit}");
+                let policy = Policy::fixed_window(&name, limit, Duration::from_secs(3600)).unwrap();
+                let steps = [
+                    (Usage::Charge, limit - 10),
+                    (Usage::Refund, 1),
+                    (Usage::Refund, 4),
+                    (Usage::Refund, limit),
+                    (Usage::Charge, 1),
+                    (Usage::Refund, 1),
+                    (Usage::Charge, 2),
+                    (Usage::Refund, 3),
+                    (Usage::Charge, limit + 5),
+                    (Usage::Refund, 1),
+                    (Usage::Refund, 6),
+                    (Usage::Refund, limit),
+                    (Usage::Charge, 3),
+                    (Usage::Refund, 1),
+                    (Usage::Refund, 1),
+                    (Usage::Refund, 1),
+                    (Usage::Refund, 1),
+                ];
+                for (i, (op, cost)) in steps.into_iter().enumerate() {
+                    let want = memory.usage(&policy, b"k", op, cost).await.unwrap();
+                    let got = redis.usage(&policy, b"k", op, cost).await.unwrap();
+                    assert_eq!(
+                        (got.allowed, got.remaining),
+                        (want.allowed, want.remaining),
+                        "limit {limit}, deadline {deadline}, step {i}: {op:?} of {cost}"
+                    );
+                }
+                let d = redis.check(&policy, b"k", 1).await.unwrap();
+                assert_eq!(
+                    d.remaining,
+                    limit - 1,
+                    "a refund past a full window stops at it (limit {limit}, deadline {deadline})"
+                );
+            }
         }
-        let d = redis.check(&policy, b"k", 1).await.unwrap();
-        assert_eq!(
-            d.remaining,
-            limit - 1,
-            "a refund past a full window stops at it"
-        );
     });
 }
 

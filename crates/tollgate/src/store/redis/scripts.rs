@@ -210,6 +210,10 @@ pub(crate) struct Scripts {
     pub(crate) fixed_window_server_at_most_one: Script,
     pub(crate) fixed_window_server_refund: Script,
     pub(crate) fixed_window_server_refund_one: Script,
+    /// The refund for a limit of 62,500 or more, which reads it from the
+    /// key's name only when the cap may matter: the check's arguments.
+    pub(crate) fixed_window_server_refund_large: Script,
+    pub(crate) fixed_window_server_refund_one_large: Script,
 }
 
 impl Scripts {
@@ -291,10 +295,18 @@ impl Scripts {
                 "fixed_window_server_refund_one",
                 FIXED_WINDOW_SERVER_REFUND_ONE,
             ),
+            fixed_window_server_refund_large: Script::new(
+                "fixed_window_server_refund_large",
+                FIXED_WINDOW_SERVER_REFUND_LARGE,
+            ),
+            fixed_window_server_refund_one_large: Script::new(
+                "fixed_window_server_refund_one_large",
+                FIXED_WINDOW_SERVER_REFUND_ONE_LARGE,
+            ),
         }
     }
 
-    pub(crate) fn all(&self) -> [&Script; 34] {
+    pub(crate) fn all(&self) -> [&Script; 36] {
         [
             &self.fixed_window,
             &self.fixed_window_calendar,
@@ -330,6 +342,8 @@ impl Scripts {
             &self.fixed_window_server_at_most_one,
             &self.fixed_window_server_refund,
             &self.fixed_window_server_refund_one,
+            &self.fixed_window_server_refund_large,
+            &self.fixed_window_server_refund_one_large,
         ]
     }
 }

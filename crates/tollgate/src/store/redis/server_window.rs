@@ -18,6 +18,12 @@ const SERVER_WINDOW_MAX_LIMIT: u64 = 1 << 49;
 /// (-2^52 and more) stays within 2^53.
 const MAX_FAST_COST: u64 = 1 << 48;
 
+/// The least limit·16 whose refund takes no limit argument
+/// (`lua/fixed_window_server_refund.lua`): below its value no refund can
+/// pass a full window, so the script reads the limit from the key's name
+/// only from that value on.
+const LARGE_FULL: u64 = 1_000_000;
+
 /// `one` when the call takes the form for a cost of 1 (no arguments).
 fn pick<'s>(one: bool, one_form: &'s Script, general: &'s Script) -> &'s Script {
     if one { one_form } else { general }
@@ -144,7 +150,8 @@ impl ServerWindow {
     /// A usage call in this form, for the scripts that cost what a check
     /// does (`lua/fixed_window_server_{charge,at_most,refund}.lua`): its
     /// script, its arguments (as [`args`](Self::args) gives a check's:
-    /// none for 1 without a deadline; a refund adds the limit·16), and
+    /// none for 1 without a deadline; a refund adds the limit·16 when it is
+    /// below 10^6), and
     /// the cost it passes (check_at_most's max_cost capped at the limit,
     /// which grants the same). A cost of 0 peeks with the check's script.
     /// `None` when the cost·16 could take a value past 2^53: such a
@@ -173,14 +180,24 @@ impl ServerWindow {
                 &scripts.fixed_window_server_charge,
             ),
             Usage::Refund if (cost + self.limit + 1) * 16 <= MAX_EXACT => {
-                // The limit·16 after the cost (none in the form for 1),
-                // before the deadline.
-                args.insert(usize::from(!one), (self.limit * 16).to_string());
-                pick(
-                    one,
-                    &scripts.fixed_window_server_refund_one,
-                    &scripts.fixed_window_server_refund,
-                )
+                if self.limit * 16 >= LARGE_FULL {
+                    // The check's arguments: the script reads the limit
+                    // from the key's name when the cap may matter.
+                    pick(
+                        one,
+                        &scripts.fixed_window_server_refund_one_large,
+                        &scripts.fixed_window_server_refund_large,
+                    )
+                } else {
+                    // The limit·16 after the cost (none in the form for
+                    // 1), before the deadline.
+                    args.insert(usize::from(!one), (self.limit * 16).to_string());
+                    pick(
+                        one,
+                        &scripts.fixed_window_server_refund_one,
+                        &scripts.fixed_window_server_refund,
+                    )
+                }
             }
             Usage::AtMost if cost <= MAX_FAST_COST => pick(
                 one,

@@ -28,7 +28,8 @@ macro_rules! fixed_window_server {
 }
 
 /// The server-clock window's refund after the line that names its key,
-/// its cost·16 (`$cost`: `ARGV[1]`, or a constant), the limit·16 and the
+/// its cost·16 (`$cost`: `ARGV[1]`, or a constant), the limit·16 (or nil
+/// for a limit·16 of 10^6 or more, read from the key's name) and the
 /// deadline.
 macro_rules! fixed_window_server_refund {
     ($cost:literal, $full:literal, $deadline:literal) => {
@@ -277,6 +278,13 @@ pub(crate) const FIXED_WINDOW_SERVER_REFUND: &str =
     fixed_window_server_refund!("ARGV[1]", "ARGV[2]", "ARGV[3]");
 pub(crate) const FIXED_WINDOW_SERVER_REFUND_ONE: &str =
     fixed_window_server_refund!("'16'", "ARGV[1]", "nil");
+// The same for a limit·16 of 10^6 or more, without it (the script reads
+// it from the key's name when the value reaches 10^6): a check's
+// arguments.
+pub(crate) const FIXED_WINDOW_SERVER_REFUND_LARGE: &str =
+    fixed_window_server_refund!("ARGV[1]", "nil", "ARGV[2]");
+pub(crate) const FIXED_WINDOW_SERVER_REFUND_ONE_LARGE: &str =
+    fixed_window_server_refund!("'16'", "nil", "nil");
 // Usage on the server-clock window whose cost·16 could pass 2^53: reads
 // the state, `TIME`, and writes.
 pub(crate) const FIXED_WINDOW_SERVER_USAGE: &str = concat!(

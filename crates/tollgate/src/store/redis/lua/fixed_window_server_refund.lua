@@ -4,24 +4,28 @@
 -- is one DECRBY.
 --
 -- KEYS[1]  the state, as fixed_window_server.lua keeps it
--- Entry    scripts.rs puts one line before this body: `local key, cost,
+-- Entry    texts.rs puts one line before this body: `local key, cost,
 --          full = KEYS[1], ARGV[1], ARGV[2]`, or `KEYS[1], '16', ARGV[1]`
 --          for the form of a cost of 1, and names `deadline` the argument
---          after those; then late.lua.
+--          after those; then late.lua. For a limit·16 of 10^6 or more,
+--          `full` is nil instead and the forms take a check's arguments
+--          (a cost of 1 none): the limit is read from the key's name.
 -- ARGV     as text: the cost·16 (at most 2^49 - 16·limit - 16, so that
 --          every value stays below 2^53; larger refunds go to
---          fixed_window_server_usage.lua), the limit·16; then, only when
---          needed, the deadline in server µs (see prologue.lua)
+--          fixed_window_server_usage.lua), the limit·16 when below 10^6;
+--          then, only when needed, the deadline in server µs (see
+--          prologue.lua)
 -- Rule     the refund gives the cost back to the window, down to an empty
 --          one, which is deleted (fresh: no key); a key the INCRBY made
 --          (no window) or one that outlived its window is fresh too.
 -- Reply    the key's value after the refund, remaining·16 + tag, negative
 --          for a window still in debt; 0 for a fresh state; false (nil)
 --          when the deadline passed.
--- Numbers  the cap turns `full` from text into a number (about 0.9k
---          instructions for 14 digits, strtod) only when it may matter: a
---          value below 10^6 is below any `full` of 7 digits or more, which
---          the length of the text tells for nothing.
+-- Numbers  a limit·16 of 10^6 or more is not passed (an argument costs a
+--          call about 0.9k instructions): a value below 10^6 is below it,
+--          so the script reads it from the key's name (string.match,
+--          about 6k) only from 10^6 on. A smaller one is passed, and
+--          turned from text into a number on each call.
 -- Time     `TIME` only for a deadline, and for a key that may have
 --          outlived its window (tag 5 to 8, see fixed_window_server.lua).
 
@@ -35,7 +39,8 @@ if tag > 4 then
     tag = 0
   end
 end
-if tag == 0 or (v >= 1e6 or #full < 7) and v - full > 0 then
+if tag == 0 or (full or v >= 1e6)
+    and v - (full or 16 * string.match(key, ':(%d+)$')) > 0 then
   redis.call('DEL', key)
   return 0
 end
