@@ -27,6 +27,8 @@ pub use token_bucket::{TokenBucket, TokenBucketState};
 
 pub(crate) use params::MAX_SCALED;
 
+use self::tat::Move;
+
 use crate::Decision;
 use crate::decision::Verdict;
 
@@ -206,7 +208,11 @@ impl Algorithm {
     }
 
     /// [`usage`](Self::usage), times in whole microseconds, with what was
-    /// granted.
+    /// granted. Each operation goes to one function shaped as
+    /// [`decide_micros`](Self::decide_micros) (a charge or refund to
+    /// [`move_micros`](Self::move_micros), `check_at_most` to a check), so
+    /// that it costs what a check does: one match on the state, the
+    /// verdict written where the caller wants it.
     #[inline(always)]
     pub(crate) fn usage_micros(
         &self,
@@ -215,53 +221,71 @@ impl Algorithm {
         op: Usage,
         cost: u64,
     ) -> (Verdict, u64) {
+        let charge = match op {
+            Usage::Charge => Move::Charge,
+            Usage::Refund => Move::Refund,
+            Usage::AtMost => return self.at_most_micros(state, now, cost),
+            Usage::AtMostHeld(hold) => return self.held_at_most_micros(state, now, hold, cost),
+        };
+        (self.move_micros(state, now, charge, cost), 0)
+    }
+
+    /// A charge or a refund of `cost` at `now`. A state of another
+    /// algorithm is replaced by a fresh one first.
+    #[inline(never)]
+    fn move_micros(&self, state: &mut State, now: u64, op: Move, cost: u64) -> Verdict {
         if !self.owns(state) {
             *state = self.fresh_state();
         }
-        match op {
-            Usage::AtMost => return self.at_most_micros(state, now, cost),
-            Usage::AtMostHeld(hold) => {
-                let hold = u64::try_from(hold.as_micros()).unwrap_or(u64::MAX);
-                let saved = self.hold_micros(state, now, hold);
-                let (verdict, granted) = self.at_most_micros(state, now, cost);
-                if granted == 0 {
-                    // Nothing was consumed: the hold is not recorded.
-                    self.unhold(state, saved);
-                }
-                return (verdict, granted);
-            }
-            _ => {}
-        }
-        let verdict = match (self, state, op) {
-            (Algorithm::FixedWindow(a), State::FixedWindow(s), Usage::Charge) => {
-                a.charge_micros(s, now, cost)
-            }
-            (Algorithm::FixedWindow(a), State::FixedWindow(s), _) => a.refund_micros(s, now, cost),
-            (Algorithm::SlidingWindow(a), State::SlidingWindow(s), Usage::Charge) => {
-                a.charge_micros(s, now, cost)
-            }
-            (Algorithm::SlidingWindow(a), State::SlidingWindow(s), _) => {
-                a.refund_micros(s, now, cost)
-            }
-            (Algorithm::SlidingLog(a), State::SlidingLog(s), Usage::Charge) => {
-                a.charge_micros(s, now, cost)
-            }
-            (Algorithm::SlidingLog(a), State::SlidingLog(s), _) => a.refund_micros(s, now, cost),
-            (Algorithm::TokenBucket(a), State::TokenBucket(s), Usage::Charge) => {
-                a.charge_micros(s, now, cost)
-            }
-            (Algorithm::TokenBucket(a), State::TokenBucket(s), _) => a.refund_micros(s, now, cost),
-            (Algorithm::Gcra(a), State::Gcra(s), _) => a.usage_micros(s, now, tat_move(op), cost),
-            (Algorithm::LeakyBucket(a), State::LeakyBucket(s), _) => {
-                a.usage_micros(s, now, tat_move(op), cost)
-            }
-            (Algorithm::Concurrency(a), State::Concurrency(s), _) => a.peek_micros(s, now),
+        match (self, state) {
+            (Algorithm::FixedWindow(a), State::FixedWindow(s)) => match op {
+                Move::Charge => a.charge_micros(s, now, cost),
+                Move::Refund => a.refund_micros(s, now, cost),
+            },
+            (Algorithm::SlidingWindow(a), State::SlidingWindow(s)) => match op {
+                Move::Charge => a.charge_micros(s, now, cost),
+                Move::Refund => a.refund_micros(s, now, cost),
+            },
+            (Algorithm::SlidingLog(a), State::SlidingLog(s)) => match op {
+                Move::Charge => a.charge_micros(s, now, cost),
+                Move::Refund => a.refund_micros(s, now, cost),
+            },
+            (Algorithm::TokenBucket(a), State::TokenBucket(s)) => match op {
+                Move::Charge => a.charge_micros(s, now, cost),
+                Move::Refund => a.refund_micros(s, now, cost),
+            },
+            (Algorithm::Gcra(a), State::Gcra(s)) => a.usage_micros(s, now, op, cost),
+            (Algorithm::LeakyBucket(a), State::LeakyBucket(s)) => a.usage_micros(s, now, op, cost),
+            (Algorithm::Concurrency(a), State::Concurrency(s)) => a.peek_micros(s, now),
             _ => unreachable!("the state was made to match the algorithm above"),
-        };
-        (verdict, 0)
+        }
     }
 
-    /// `check_at_most` of `cost` at `now` on a state of this algorithm.
+    /// A held `check_at_most` (see [`Usage::AtMostHeld`]): the bucket
+    /// raised to the hold, then a `check_at_most`, the hold undone when
+    /// nothing was granted.
+    fn held_at_most_micros(
+        &self,
+        state: &mut State,
+        now: u64,
+        hold: std::time::Duration,
+        cost: u64,
+    ) -> (Verdict, u64) {
+        if !self.owns(state) {
+            *state = self.fresh_state();
+        }
+        let hold = u64::try_from(hold.as_micros()).unwrap_or(u64::MAX);
+        let saved = self.hold_micros(state, now, hold);
+        let (verdict, granted) = self.at_most_micros(state, now, cost);
+        if granted == 0 {
+            // Nothing was consumed: the hold is not recorded.
+            self.unhold(state, saved);
+        }
+        (verdict, granted)
+    }
+
+    /// `check_at_most` of `cost` at `now` (a state of another algorithm
+    /// is made fresh by the check).
     #[inline]
     fn at_most_micros(&self, state: &mut State, now: u64, cost: u64) -> (Verdict, u64) {
         // A check of all of it (no more than the limit, which is all
@@ -272,16 +296,16 @@ impl Algorithm {
         // when nothing is left, a check of 1, denied with its retry
         // (the first check's own when the cost was 1, or 0).
         let most = cost.min(self.limit().0);
-        let whole = self.decide_micros(state, now, most, 0);
-        if whole.allowed {
-            return (whole, most);
+        let mut out = (self.decide_micros(state, now, most, 0), most);
+        if !out.0.allowed {
+            let granted = most.min(out.0.remaining);
+            out.1 = granted;
+            if granted > 0 || cost > 1 {
+                let ask = if granted == 0 { 1 } else { granted };
+                out.0 = self.decide_micros(state, now, ask, 0);
+            }
         }
-        let granted = most.min(whole.remaining);
-        if granted == 0 && cost <= 1 {
-            return (whole, 0);
-        }
-        let ask = if granted == 0 { 1 } else { granted };
-        (self.decide_micros(state, now, ask, 0), granted)
+        out
     }
 
     /// Raises a bucket's debt to at least `hold` µs of refill (the held
@@ -306,13 +330,5 @@ impl Algorithm {
             State::Gcra(s) => (s.micros, s.frac) = (a, b),
             _ => {}
         }
-    }
-}
-
-/// A charge or refund as the TAT algorithms take it.
-fn tat_move(op: Usage) -> tat::Move {
-    match op {
-        Usage::Charge => tat::Move::Charge,
-        _ => tat::Move::Refund,
     }
 }

@@ -161,7 +161,7 @@ impl SlidingLog {
     }
 
     /// [`charge`](Self::charge), times in whole microseconds.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn charge_micros(
         &self,
         state: &mut SlidingLogState,
@@ -197,7 +197,7 @@ impl SlidingLog {
     }
 
     /// [`refund`](Self::refund), times in whole microseconds.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn refund_micros(
         &self,
         state: &mut SlidingLogState,
@@ -227,7 +227,7 @@ impl SlidingLog {
 
     /// The verdict on the log a charge or refund left: `retry_after` is
     /// when a request of cost 1 would pass.
-    #[inline]
+    #[inline(always)]
     fn after_usage(&self, state: &SlidingLogState, now: u64, at: u64, allowed: bool) -> Verdict {
         let log = &state.log;
         let n = log.len();
@@ -242,18 +242,22 @@ impl SlidingLog {
             now
         } else {
             // As in `decide_micros`: the first entry whose going leaves
-            // room. Without debt that is the oldest; deep in debt, the
-            // newest (which always does: nothing is left after it); else
-            // found by bisection (what is left after each entry shrinks
-            // from the oldest to the newest, and the base, whose remainder
-            // is all that is used, never leaves room).
+            // room. Deep in debt (the entry before the newest does not),
+            // the newest (which always does: nothing is left after it),
+            // asked first as it is a charge's steady state; without debt
+            // the oldest; else found by bisection (what is left after each
+            // entry shrinks from the oldest to the newest, so at most one
+            // of the first two holds, or both name the newest; and the
+            // base, whose remainder is all that is used, never leaves
+            // room).
             let fits = |&(_, t): &(u64, u64)| total.wrapping_sub(t) < self.limit;
-            match log.get(1) {
-                Some(first) if fits(first) => first.0 + self.window,
-                _ if n >= 2 && !fits(&log[n - 2]) => newest + self.window,
-                _ => log
-                    .get(log.partition_point(|e| !fits(e)))
-                    .map_or(at, |&(s, _)| s + self.window),
+            if n >= 2 && !fits(&log[n - 2]) {
+                newest + self.window
+            } else if let Some(first) = log.get(1).filter(|e| fits(e)) {
+                first.0 + self.window
+            } else {
+                log.get(log.partition_point(|e| !fits(e)))
+                    .map_or(at, |&(s, _)| s + self.window)
             }
         };
         let reset_at = if n > 1 { newest + self.window } else { now };

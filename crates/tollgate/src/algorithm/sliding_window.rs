@@ -15,6 +15,11 @@ pub struct SlidingWindow {
     limit: u64,
     window: u64,
     per_window: Divisor,
+    /// The most a window counts: `curr · window` stays below 2^52, so the
+    /// weighted sum stays exact; usage charged beyond saturates (it is at
+    /// least the limit, and denies the whole next window). Kept, not
+    /// divided out on every charge.
+    max_count: u64,
 }
 
 /// The counts of the current and the previous window.
@@ -47,6 +52,7 @@ impl SlidingWindow {
             limit,
             window,
             per_window: Divisor::new(window),
+            max_count: MAX_EXACT / 2 / window,
         })
     }
 
@@ -144,13 +150,6 @@ impl SlidingWindow {
         }
     }
 
-    /// The most a window counts: `curr · window` stays below 2^52, so the
-    /// weighted sum stays exact; usage charged beyond saturates (it is at
-    /// least the limit, and denies the whole next window).
-    fn max_count(&self) -> u64 {
-        MAX_EXACT / 2 / self.window
-    }
-
     /// Records `cost` (≤ 2^52) already used, in the current window,
     /// whatever is left: the estimate may go past the limit.
     pub fn charge(&self, state: &mut SlidingWindowState, now: u64, cost: u64) -> Decision {
@@ -172,7 +171,7 @@ impl SlidingWindow {
         // formed when it is small.
         let allowed =
             curr + cost <= self.limit && weighted_prev + (curr + cost) * w <= self.limit * w;
-        let curr = (curr + cost).min(self.max_count());
+        let curr = (curr + cost).min(self.max_count);
         *state = SlidingWindowState { window, prev, curr };
         self.after_usage(now, window, prev, curr, allowed)
     }

@@ -24,7 +24,7 @@ pub(crate) enum Move {
 /// as GCRA's check decides (usage must cost what a check does); in 128-bit
 /// arithmetic where a value would not fit (a time far ahead of `now`).
 #[allow(clippy::too_many_arguments)]
-#[inline]
+#[inline(always)]
 pub(crate) fn apply(
     rate: &Rate,
     div: &RateDivisors,
@@ -35,19 +35,19 @@ pub(crate) fn apply(
     op: Move,
     cost: u64,
 ) -> Verdict {
-    match apply_near(rate, div, limit, capacity, (*micros, *frac), now, op, cost) {
-        Some((verdict, time)) => {
-            if let Some((m, f)) = time {
-                (*micros, *frac) = (m, f);
-            }
-            verdict
-        }
+    let time = (&mut *micros, &mut *frac);
+    match apply_near(rate, div, limit, capacity, time, now, op, cost) {
+        Some(verdict) => verdict,
         None => apply_wide(rate, div, limit, capacity, (micros, frac), now, op, cost),
     }
 }
 
-/// [`apply`] in 64-bit arithmetic on the debt `time − now`, with the time
-/// to write when it moved; `None` when a value would not fit.
+/// [`apply`] in 64-bit arithmetic on the debt `time − now`; `None`, and
+/// the time untouched, when a value would not fit. Every step that may
+/// not fit comes before the time is written, which it is at once (not
+/// handed back to be written later, which kept the pointers and the new
+/// time live across the verdict's arithmetic), and the division that
+/// splits the new time is the one `reset_after` rounds up.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn apply_near(
@@ -55,12 +55,12 @@ fn apply_near(
     div: &RateDivisors,
     limit: u64,
     capacity: u64,
-    (micros, frac): (u64, u64),
+    (micros, frac): (&mut u64, &mut u64),
     now: u64,
     op: Move,
     cost: u64,
-) -> Option<(Verdict, Option<(u64, u64)>)> {
-    let debt = units_ahead(micros, frac, now, rate.units_per_micro)?;
+) -> Option<Verdict> {
+    let debt = units_ahead(*micros, *frac, now, rate.units_per_micro)?;
     let need = cost.checked_mul(rate.units_per_token)?;
     let (after, allowed) = match op {
         Move::Charge => {
@@ -69,21 +69,20 @@ fn apply_near(
         }
         Move::Refund => (debt - need.min(debt), true),
     };
-    let time = if after != debt {
-        let (whole, part) = div.per_micro.div_rem(after);
-        Some((now.checked_add(whole)?, part))
-    } else {
-        None
-    };
     // after <= max(debt, 2^52) and a token is below 2^50 units.
     let over = after
         .checked_add(rate.units_per_token)?
         .saturating_sub(capacity);
-    let verdict = Verdict {
+    let (whole, part) = div.per_micro.div_rem(after);
+    if after != debt {
+        *micros = now.checked_add(whole)?;
+        *frac = part;
+    }
+    Some(Verdict {
         allowed,
         limit,
         remaining: div.per_token.div(capacity.saturating_sub(after)),
-        reset_after: div.per_micro.div_ceil(after),
+        reset_after: whole + (part != 0) as u64,
         // No division when a request of 1 would pass (the common case).
         retry_after: if over == 0 {
             0
@@ -91,8 +90,7 @@ fn apply_near(
             div.per_micro.div_ceil(over)
         },
         delay: 0,
-    };
-    Some((verdict, time))
+    })
 }
 
 /// [`apply`] on absolute times in 128-bit arithmetic.
@@ -158,8 +156,9 @@ mod tests {
                 } else {
                     Move::Refund
                 };
-                if let Some((verdict, time)) =
-                    apply_near(&rate, &div, burst, capacity, (micros, frac), now, op, cost)
+                let (mut near_m, mut near_f) = (micros, frac);
+                let near = (&mut near_m, &mut near_f);
+                if let Some(verdict) = apply_near(&rate, &div, burst, capacity, near, now, op, cost)
                 {
                     answered += 1;
                     let (mut m, mut f) = (micros, frac);
@@ -178,9 +177,15 @@ mod tests {
                         "{op:?} {cost} on ({micros}, {frac}) at {now}"
                     );
                     assert_eq!(
-                        time.unwrap_or((micros, frac)),
+                        (near_m, near_f),
                         (m, f),
                         "{op:?} {cost} on ({micros}, {frac}) at {now}"
+                    );
+                } else {
+                    assert_eq!(
+                        (near_m, near_f),
+                        (micros, frac),
+                        "untouched when it gives up"
                     );
                 }
             }

@@ -187,7 +187,7 @@ impl TokenBucket {
     }
 
     /// [`charge`](Self::charge), times in whole microseconds.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn charge_micros(
         &self,
         state: &mut TokenBucketState,
@@ -209,7 +209,7 @@ impl TokenBucket {
     }
 
     /// [`refund`](Self::refund), times in whole microseconds.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn refund_micros(
         &self,
         state: &mut TokenBucketState,
