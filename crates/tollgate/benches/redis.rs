@@ -26,7 +26,7 @@
 //! window (`--policy NAME`, also `fw-1000` and `fw-cal`, only those).
 //! `-- --usage` alone measures those four operations' server µs per call
 //! instead (`INFO commandstats`, 16 callers, every phase alone on the
-//! server, the median of 21 interleaved rounds, 5 with `--quick`, and each
+//! server, the median of 40 interleaved rounds, 8 with `--quick`, and each
 //! operation's ratio to its round's check; `--policy NAME` as above).
 //!
 //! Kept whole on purpose: one benchmark against one `redis-server`, whose rows are reported side by side.
@@ -440,7 +440,7 @@ fn main() {
                 .expect("connect"),
         );
         if std::env::args().any(|a| a == "--usage") {
-            let (rounds, phase) = if quick { (5, 200) } else { (21, 250) };
+            let (rounds, phase) = if quick { (8, 150) } else { (40, 150) };
             usage_costs(&server, &store, rounds, Duration::from_millis(phase)).await;
             return;
         }
@@ -831,8 +831,8 @@ async fn usage_instructions(store: &Arc<RedisStore>, pid: &str, dir: &std::path:
 /// commandstats`, EVALSHA's `usec_per_call` after `CONFIG RESETSTAT`) of
 /// `usage_rows`' four operations, 16 callers on 100 keys each, every phase
 /// alone on the server: interleaved rounds (check, charge, refund,
-/// check_at_most, check, …), each operation's ratio to the same round's
-/// check, and the medians. Before its first phase each operation's keys
+/// check_at_most; the next round from charge, and so on), each
+/// operation's ratio to the same round's check, and the medians. Before its first phase each operation's keys
 /// are made to exist; `refund`'s are charged into debt again before each
 /// of its phases (a window of 1 s would otherwise have repaid it).
 async fn usage_costs(
@@ -852,7 +852,11 @@ async fn usage_costs(
         let rows = usage_rows(store, &p);
         let mut seen: [Vec<f64>; 4] = Default::default();
         for round in 0..rounds {
-            for ((_, op, prepare), seen) in rows.iter().zip(&mut seen) {
+            // Each round starts one operation later, so that none always
+            // follows the same one.
+            let order = (0..rows.len()).map(|i| (i + round) % rows.len());
+            for i in order {
+                let ((_, op, prepare), seen) = (&rows[i], &mut seen[i]);
                 if round == 0 || prepare.is_some() {
                     run_callers(prepare.as_ref().unwrap_or(op), callers, 100).await;
                 }
