@@ -25,7 +25,8 @@
 --          call about 0.9k instructions): a value below 10^6 is below it,
 --          so the script reads it from the key's name (string.match,
 --          about 6k) only from 10^6 on. A smaller one is passed, and
---          turned from text into a number on each call.
+--          turned from text into a number (about 0.6k) unless the window
+--          is in debt.
 -- Time     `TIME` only for a deadline, and for a key that may have
 --          outlived its window (tag 5 to 8, see fixed_window_server.lua).
 
@@ -39,7 +40,7 @@ if tag > 4 then
     tag = 0
   end
 end
-if tag == 0 or (full or v >= 1e6)
+if tag == 0 or (full and v > 0 or v >= 1e6)
     and v - (full or 16 * string.match(key, ':(%d+)$')) > 0 then
   redis.call('DEL', key)
   return 0
