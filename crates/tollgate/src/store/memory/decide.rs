@@ -102,47 +102,62 @@ impl<C: Clock> MemoryStore<C> {
     /// not a `Decision`: the callers make that inline, where it is used,
     /// rather than copying a freshly written one at once, which stalls).
     pub(super) fn apply(&self, policy: &Policy, key: &[u8], op: Op) -> (Verdict, u64) {
-        self.apply_with(policy, key, |algorithm, state, now| {
-            run(algorithm, state, now, op)
-        })
+        on_key!(self, policy, key, |algorithm, state, now| run(
+            algorithm, state, now, op
+        ))
     }
 
     /// [`apply`](Self::apply) of any step on the key's state at `now`,
     /// returning the verdict (which moves the entry's expiry) and what
-    /// else the step answers.
-    #[inline(always)]
+    /// else the step answers. (Not `apply`'s own body: made generic, the
+    /// checks' path came out some 20 instructions dearer a call.)
     pub(super) fn apply_with<R>(
         &self,
         policy: &Policy,
         key: &[u8],
         step: impl FnOnce(&Algorithm, &mut State, u64) -> (Verdict, R),
     ) -> (Verdict, R) {
-        let k = KeyRef::new(policy, key);
-        let hash = self.hash(&k);
-        let algorithm = policy.algorithm();
+        on_key!(self, policy, key, |algorithm, state, now| step(
+            algorithm, state, now
+        ))
+    }
+}
+
+/// The body of [`MemoryStore::apply`] and [`MemoryStore::apply_with`]:
+/// finds the key's entry under its shard's lock (a fresh state when it is
+/// missing or expired), runs the step on its state at `now`, then keeps
+/// the entry until the verdict's reset (or removes it at once), and
+/// sweeps after an insertion.
+macro_rules! on_key {
+    ($store:ident, $policy:ident, $key:ident, |$algorithm:ident, $state:ident, $now:ident| $step:expr) => {{
+        let k = KeyRef::new($policy, $key);
+        let hash = $store.hash(&k);
+        let $algorithm = $policy.algorithm();
         let mut inserted = false;
-        let now = self.inner.clock.now_micros();
+        let $now = $store.inner.clock.now_micros();
         let result = {
-            let mut map = self.inner.shards[shard_of(hash)].0.lock();
+            let mut map = $store.inner.shards[shard_of(hash)].0.lock();
             match map.find_mut(hash, |e| k.matches(&e.key)) {
                 Some((i, entry)) => {
-                    if entry.expires_at <= now {
-                        entry.state = algorithm.fresh_state();
+                    if entry.expires_at <= $now {
+                        entry.state = $algorithm.fresh_state();
                     }
-                    let (verdict, held) = step(algorithm, &mut entry.state, now);
+                    let $state = &mut entry.state;
+                    let (verdict, held) = $step;
                     if verdict.reset_after == 0 {
-                        map.remove(i, self.rehash());
+                        map.remove(i, $store.rehash());
                     } else {
-                        entry.expires_at = now + verdict.reset_after;
+                        entry.expires_at = $now + verdict.reset_after;
                     }
                     (verdict, held)
                 }
                 None => {
-                    let mut state = algorithm.fresh_state();
-                    let (verdict, held) = step(algorithm, &mut state, now);
+                    let mut fresh = $algorithm.fresh_state();
+                    let $state = &mut fresh;
+                    let (verdict, held) = $step;
                     if verdict.reset_after != 0 {
                         let reset = verdict.reset_after;
-                        self.insert_new(&mut map, hash, k, state, now, reset);
+                        $store.insert_new(&mut map, hash, k, fresh, $now, reset);
                         inserted = true;
                     }
                     (verdict, held)
@@ -150,11 +165,12 @@ impl<C: Clock> MemoryStore<C> {
             }
         };
         if inserted {
-            self.maybe_sweep(now);
+            $store.maybe_sweep($now);
         }
         result
-    }
+    }};
 }
+use on_key;
 
 /// One operation on a state that belongs to `algorithm`, with its count:
 /// 1 when a released lease was held, what a `check_at_most` granted.
