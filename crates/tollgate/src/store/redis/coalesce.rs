@@ -432,7 +432,7 @@ impl Coalescer {
         };
         // (Only a bounded queue, a cluster primary's, has calls waiting
         // behind a flush.)
-        failed.filter(super::nodes::NodePipelines::reroutes)
+        failed.filter(reroutes)
     }
 
     /// One call of the group script for these checks.
@@ -570,6 +570,13 @@ impl Route {
 
 /// The error of a command whose flush was dropped (the runtime shutting
 /// down) before it answered.
+/// Whether a command failed as one sent to a node that no longer holds
+/// its slot, or on a connection lost, would: to be sent again through
+/// the cluster connection, which follows redirects and reconnects.
+pub(crate) fn reroutes(e: &RedisError) -> bool {
+    !matches!(e.retry_method(), redis::RetryMethod::NoRetry)
+}
+
 fn dropped() -> RedisError {
     RedisError::from(std::io::Error::new(
         std::io::ErrorKind::BrokenPipe,

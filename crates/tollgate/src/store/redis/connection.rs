@@ -74,7 +74,7 @@ impl Connection {
     /// connection should go again through the cluster connection (a
     /// redirect, a lost connection; see [`NodePipelines`]).
     pub(crate) fn reroutes(&self, e: &redis::RedisError) -> bool {
-        matches!(self, Connection::Cluster(_, Some(_))) && NodePipelines::reroutes(e)
+        matches!(self, Connection::Cluster(_, Some(_))) && super::coalesce::reroutes(e)
     }
 
     pub(crate) fn is_cluster(&self) -> bool {

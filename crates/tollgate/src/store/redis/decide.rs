@@ -8,8 +8,9 @@ use super::RedisStore;
 use super::algorithm;
 use super::form::Form;
 use super::pack::{Arg, pack};
-use super::reply::{WindowReply, decision};
+use super::reply::decision;
 use super::server_window::ServerWindow;
+use super::server_window::WindowReply;
 use crate::{Decision, Policy, Result};
 
 impl RedisStore {

@@ -19,12 +19,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use arc_swap::ArcSwap;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
-use redis::{
-    Cmd, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisResult, RetryMethod, Value,
-};
+use redis::{Cmd, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisResult, Value};
 
 use super::Pipelined;
-use super::coalesce::{Coalescer, Sink};
+use super::coalesce::{Coalescer, Sink, reroutes};
 use super::keys::slot;
 
 /// The cluster's slots, each with the queue of the primary that holds it.
@@ -97,19 +95,12 @@ impl NodePipelines {
         let submitted = self.map.load().node(slot(key)).submit(cmd);
         let reply = submitted.reply().await;
         if let Err(e) = &reply
-            && NodePipelines::reroutes(e)
+            && reroutes(e)
         {
             // The caller sends it again through the cluster connection.
             self.refresh();
         }
         reply
-    }
-
-    /// Whether a command failed as one sent to a node that no longer holds
-    /// its slot, or on a connection lost, would: to be sent again through
-    /// the cluster connection, which follows redirects and reconnects.
-    pub(crate) fn reroutes(e: &redis::RedisError) -> bool {
-        !matches!(e.retry_method(), RetryMethod::NoRetry)
     }
 
     /// What the queues have sent, in all.

@@ -8,7 +8,7 @@ use super::coalesce::WindowCheck;
 use super::error::store_error;
 use super::pack::{Arg, unpack};
 use super::scripts::Script;
-use super::server_window::ServerWindow;
+use super::server_window::{ServerWindow, WindowReply};
 use crate::algorithm::MAX_EXACT;
 use crate::{Decision, Error, Policy, Result, StoreErrorKind};
 
@@ -58,16 +58,6 @@ impl RedisStore {
             .map_err(|e| store_error(&e))?;
         reply.ok_or_else(|| late(script))
     }
-}
-
-/// What fixed_window_server.lua replies: its integer, or the value of a
-/// window charged past its limit (a table of that one value).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum WindowReply {
-    /// The integer reply.
-    Value(i64),
-    /// A window in debt: its (negative) value.
-    InDebt(i64),
 }
 
 impl RedisStore {

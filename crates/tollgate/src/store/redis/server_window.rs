@@ -4,13 +4,22 @@
 //! `DECRBY` and reads no clock; the reply is one integer, from which the
 //! decision is rebuilt here with our estimate of the server's clock.
 
-use super::reply::WindowReply;
 use super::scripts::{Script, Scripts};
 use crate::algorithm::{Algorithm, MAX_EXACT, Usage};
 use crate::{Decision, Error, Result, StoreErrorKind};
 
 /// 2^49: the server-clock fixed window takes limits below this, so that
 /// its value, remaining·16 + tag, stays below 2^53.
+/// What fixed_window_server.lua replies: its integer, or the value of a
+/// window charged past its limit (a table of that one value).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum WindowReply {
+    /// The integer reply.
+    Value(i64),
+    /// A window in debt: its (negative) value.
+    InDebt(i64),
+}
+
 const SERVER_WINDOW_MAX_LIMIT: u64 = 1 << 49;
 
 /// The largest charge or check_at_most the usage scripts that cost what a
