@@ -18,6 +18,14 @@ pub(crate) enum Code {
     Unauthorized,
     /// The body exceeds its limit.
     PayloadTooLarge,
+    /// The endpoint exists, not with that method.
+    MethodNotAllowed,
+    /// The request (its body) did not arrive in time.
+    Timeout,
+    /// The request's URI exceeds its limit.
+    UriTooLong,
+    /// The request's head exceeds its limits (bytes or fields).
+    HeadersTooLarge,
     /// A policy made from the request is invalid (a gRPC limit override).
     InvalidPolicy,
     /// An argument the library refused.
@@ -45,6 +53,10 @@ impl Code {
             Code::NotFound => "not_found",
             Code::Unauthorized => "unauthorized",
             Code::PayloadTooLarge => "payload_too_large",
+            Code::MethodNotAllowed => "method_not_allowed",
+            Code::Timeout => "request_timeout",
+            Code::UriTooLong => "uri_too_long",
+            Code::HeadersTooLarge => "headers_too_large",
             Code::InvalidPolicy => "invalid_policy",
             Code::InvalidArgument => "invalid_argument",
             Code::InvalidKey => "invalid_key",

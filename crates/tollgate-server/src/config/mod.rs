@@ -25,7 +25,7 @@ use self::descriptor::RawDescriptor;
 pub(crate) use self::erl::{ErlSettings, HeaderStyle};
 use self::erl::{RawErl, erl_settings};
 use self::policy::RawPolicy;
-pub(crate) use self::server::ServerSettings;
+pub(crate) use self::server::{ConnectionLimits, ServerSettings};
 use self::server::{RawServer, server_settings};
 pub(crate) use self::store::StoreSettings;
 use self::store::{RawStore, store_settings};

@@ -1,7 +1,11 @@
-//! The `[server]` table: where the service listens and who may ask it.
+//! The `[server]` table: where the service listens, who may ask it, and
+//! how long and how many connections it keeps.
 
 use std::net::SocketAddr;
 use std::path::Path;
+use std::time::Duration;
+
+use tollgate::parse_duration;
 
 use serde::Deserialize;
 use toml::Spanned;
@@ -19,6 +23,12 @@ pub(super) struct RawServer {
     grpc_tls_cert: Option<Spanned<String>>,
     grpc_tls_key: Option<Spanned<String>>,
     grpc_tls_client_ca: Option<Spanned<String>>,
+    max_connections: Option<Spanned<i64>>,
+    header_timeout: Option<Spanned<String>>,
+    body_timeout: Option<Spanned<String>>,
+    idle_timeout: Option<Spanned<String>>,
+    http2_keepalive_interval: Option<Spanned<String>>,
+    http2_keepalive_timeout: Option<Spanned<String>>,
 }
 
 /// Where the service listens and who may ask it.
@@ -33,6 +43,108 @@ pub(crate) struct ServerSettings {
     pub(crate) grpc_tls_cert: Option<TlsFile>,
     pub(crate) grpc_tls_key: Option<TlsFile>,
     pub(crate) grpc_tls_client_ca: Option<TlsFile>,
+    /// Timeouts and the connection cap, on every listener.
+    pub(crate) connections: ConnectionLimits,
+}
+
+/// How long a connection may take, and how many a listener keeps: the
+/// same on the HTTP listener and the gRPC one (in ERL mode too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ConnectionLimits {
+    /// Open connections per listener; one more is closed as soon as it is
+    /// accepted (and a warning logged, at most every 10 s).
+    pub(crate) max_connections: usize,
+    /// HTTP/1: from when the service waits for a request's head until the
+    /// whole head is read (a kept-alive connection's wait for its next
+    /// request included).
+    pub(crate) header_timeout: Duration,
+    /// From a request's head until its whole body is read (HTTP/1 and
+    /// HTTP/2); on gRPC, the most a call may take.
+    pub(crate) body_timeout: Duration,
+    /// A connection on which no byte moves either way for this long is
+    /// closed.
+    pub(crate) idle_timeout: Duration,
+    /// HTTP/2 (and gRPC): how often the service pings a connection...
+    pub(crate) http2_keepalive_interval: Duration,
+    /// ...and how long it waits for the answer before closing it.
+    pub(crate) http2_keepalive_timeout: Duration,
+}
+
+impl ConnectionLimits {
+    /// The most `max_connections` may be.
+    pub(crate) const MAX_CONNECTIONS: i64 = 1_000_000;
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        ConnectionLimits {
+            max_connections: 1024,
+            header_timeout: Duration::from_secs(30),
+            body_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(60),
+            http2_keepalive_interval: Duration::from_secs(30),
+            http2_keepalive_timeout: Duration::from_secs(20),
+        }
+    }
+}
+
+/// Reads the connection fields of `[server]` over the defaults.
+fn connection_limits(raw: &mut RawServer) -> Result<ConnectionLimits, SpannedError> {
+    let mut limits = ConnectionLimits::default();
+    if let Some(n) = raw.max_connections.take() {
+        let max = ConnectionLimits::MAX_CONNECTIONS;
+        if !(1..=max).contains(n.get_ref()) {
+            return Err((
+                n.span(),
+                format!(
+                    "[server] `max_connections` must be from 1 to {max}, got {}",
+                    n.get_ref()
+                ),
+            ));
+        }
+        limits.max_connections = *n.get_ref() as usize;
+    }
+    for (value, field, slot) in [
+        (
+            raw.header_timeout.take(),
+            "header_timeout",
+            &mut limits.header_timeout,
+        ),
+        (
+            raw.body_timeout.take(),
+            "body_timeout",
+            &mut limits.body_timeout,
+        ),
+        (
+            raw.idle_timeout.take(),
+            "idle_timeout",
+            &mut limits.idle_timeout,
+        ),
+        (
+            raw.http2_keepalive_interval.take(),
+            "http2_keepalive_interval",
+            &mut limits.http2_keepalive_interval,
+        ),
+        (
+            raw.http2_keepalive_timeout.take(),
+            "http2_keepalive_timeout",
+            &mut limits.http2_keepalive_timeout,
+        ),
+    ] {
+        if let Some(v) = value {
+            *slot = positive_duration(v.get_ref(), field).map_err(|e| (v.span(), e))?;
+        }
+    }
+    Ok(limits)
+}
+
+/// A duration above zero (`"30s"`), or an error naming `field`.
+pub(crate) fn positive_duration(text: &str, field: &str) -> Result<Duration, String> {
+    match parse_duration(text) {
+        Ok(d) if d.is_zero() => Err(format!("[server] `{field}` must be more than 0")),
+        Ok(d) => Ok(d),
+        Err(e) => Err(format!("[server] `{field}`: {e}")),
+    }
 }
 
 impl ServerSettings {
@@ -73,7 +185,11 @@ fn address(
     }
 }
 
-pub(super) fn server_settings(raw: RawServer, file: &str) -> Result<ServerSettings, SpannedError> {
+pub(super) fn server_settings(
+    mut raw: RawServer,
+    file: &str,
+) -> Result<ServerSettings, SpannedError> {
+    let connections = connection_limits(&mut raw)?;
     let grpc_listen = address(raw.grpc_listen, "grpc_listen")?;
     let listen = address(raw.listen, "listen")?;
     let token = match (raw.token, raw.token_file) {
@@ -119,6 +235,7 @@ pub(super) fn server_settings(raw: RawServer, file: &str) -> Result<ServerSettin
         grpc_tls_cert: tls_file(raw.grpc_tls_cert, "grpc_tls_cert"),
         grpc_tls_key: tls_file(raw.grpc_tls_key, "grpc_tls_key"),
         grpc_tls_client_ca: tls_file(raw.grpc_tls_client_ca, "grpc_tls_client_ca"),
+        connections,
     })
 }
 

@@ -29,8 +29,10 @@ use super::redis::RedisCounter;
 use super::redis_env::RedisTarget;
 use super::reload::{Seen, Source};
 use super::state::ErlState;
-use crate::config::{Config, HeaderStyle};
+use crate::config::{Config, ConnectionLimits, HeaderStyle};
 use crate::grpc_tls::GrpcTls;
+use crate::serve::listener::Listener;
+use crate::serve::serving;
 
 /// What the command line says over ERL's environment.
 #[derive(Debug, Clone, Default)]
@@ -48,6 +50,8 @@ pub(crate) struct Flags {
     /// `--grpc-tls-cert`, `--grpc-tls-key`, `--grpc-tls-client-ca`: over
     /// `GRPC_SERVER_USE_TLS` and its files.
     pub(crate) grpc_tls: Option<GrpcTls>,
+    /// `--max-connections`: over the TOML's `[server] max_connections`.
+    pub(crate) max_connections: Option<usize>,
 }
 
 /// Where the config comes from: files (reloaded on change) or an xDS
@@ -81,6 +85,15 @@ pub(crate) fn run(flags: Flags) -> i32 {
         }
     };
     let erl = toml.as_ref().map(|c| c.erl.clone()).unwrap_or_default();
+    // The TOML's `[server]` gives the connection limits (its addresses and
+    // token are tollgate's own mode's).
+    let mut limits = toml
+        .as_ref()
+        .map(|c| c.server.connections)
+        .unwrap_or_default();
+    if let Some(n) = flags.max_connections {
+        limits.max_connections = n;
+    }
     let extensions = flags.extensions || erl.extensions;
     if extensions && toml.is_none() {
         eprintln!(
@@ -102,6 +115,7 @@ pub(crate) fn run(flags: Flags) -> i32 {
         return start(Start {
             flags,
             env,
+            limits,
             origin: Origin::Xds(Box::new(xds)),
             config: super::ErlConfig::default(),
             policies,
@@ -134,6 +148,7 @@ pub(crate) fn run(flags: Flags) -> i32 {
     start(Start {
         flags,
         env,
+        limits,
         origin: Origin::Files(source, seen),
         config,
         policies,
@@ -145,6 +160,8 @@ pub(crate) fn run(flags: Flags) -> i32 {
 struct Start {
     flags: Flags,
     env: ErlEnv,
+    /// Timeouts and the cap on both listeners.
+    limits: ConnectionLimits,
     origin: Origin,
     /// The config in force at start (empty until xDS pushes one).
     config: super::ErlConfig,
@@ -170,6 +187,7 @@ async fn serve(start: Start) -> i32 {
     let Start {
         flags,
         env,
+        limits,
         origin,
         config,
         policies,
@@ -228,8 +246,9 @@ async fn serve(start: Start) -> i32 {
             return 1;
         }
     };
-    let grpc = match tonic::transport::server::TcpIncoming::bind(grpc_addr) {
-        Ok(g) => g,
+    let http = Listener::new(http, "HTTP", &limits);
+    let grpc = match tokio::net::TcpListener::bind(grpc_addr).await {
+        Ok(g) => Listener::new(g, "gRPC", &limits),
         Err(e) => {
             eprintln!("error: cannot listen for gRPC on {grpc_addr}: {e}");
             return 1;
@@ -320,6 +339,7 @@ async fn serve(start: Start) -> i32 {
     let grpc_task = {
         let service = super::grpc::service(state.clone());
         let until = stopped(stopping.clone());
+        let mut builder = serving::grpc_limits(builder, &limits);
         tokio::spawn(async move {
             builder
                 .add_service(health_service)
@@ -328,9 +348,8 @@ async fn serve(start: Start) -> i32 {
                 .await
         })
     };
-    let http_result = axum::serve(http, super::http::router(state))
-        .with_graceful_shutdown(stopped(stopping))
-        .await;
+    let http_result =
+        serving::serve_http(http, super::http::router(state), limits, stopped(stopping)).await;
     let grpc_result = match grpc_task.await {
         Ok(r) => r.map_err(|e| e.to_string()),
         Err(e) => Err(e.to_string()),

@@ -18,6 +18,7 @@ use tollgate::{Decision, Policy, Request, Usage};
 use tollgate_tower::headers::{RateLimitHeaders, ceil_millis, ceil_secs};
 
 use super::body::*;
+use super::json::{only, shown, string};
 use crate::config::PolicySet;
 use crate::decide;
 use crate::error::{Code, ServiceError};
@@ -69,6 +70,7 @@ pub(super) async fn check(
     let obj = object(body)?;
     let set = state.policies();
     if let Some(checks) = obj.get("checks") {
+        only(&obj, &["checks", "atomic"])?;
         return check_many(&state, &set, &obj, checks).await;
     }
     let req = CheckRequest::parse(&obj)?;
@@ -100,7 +102,8 @@ async fn check_many(
         Some(Value::Bool(b)) => *b,
         Some(other) => {
             return Err(ServiceError::invalid(format!(
-                "field `atomic` must be true or false, got {other}"
+                "field `atomic` must be true or false, got {}",
+                shown(other)
             )));
         }
     };
@@ -124,7 +127,7 @@ async fn check_many(
             Err(e) if e.code() == Code::UnknownPolicy => return Err(e),
             other => other.map_err(at)?,
         };
-        let req = CheckRequest::parse(check).map_err(at)?;
+        let req = CheckRequest::parse_in_batch(check).map_err(at)?;
         parsed.push((p, req));
     }
     let batch = BatchRequest {

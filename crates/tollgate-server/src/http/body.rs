@@ -4,67 +4,15 @@
 //!
 //! Kept whole on purpose: the API's bodies side by side, so the document and the parsers are read against each other.
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use http::StatusCode;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use tollgate::{Decision, Policy};
 use tollgate_tower::headers::ceil_millis;
 use utoipa::{IntoResponses, ToSchema};
 
-use super::MAX_BODY;
-use crate::error::{Code, ServiceError};
-
-/// The body as a JSON object; every problem named.
-pub(super) fn object(
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Map<String, Value>, ServiceError> {
-    let bytes = body.map_err(|e| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ServiceError::new(
-                Code::PayloadTooLarge,
-                format!("the body exceeds {MAX_BODY} bytes"),
-            )
-        } else {
-            ServiceError::invalid(e.body_text())
-        }
-    })?;
-    match serde_json::from_slice::<Value>(&bytes) {
-        Ok(Value::Object(map)) => Ok(map),
-        Ok(_) => Err(ServiceError::invalid("the body must be a JSON object")),
-        Err(e) => Err(ServiceError::invalid(format!("malformed JSON: {e}"))),
-    }
-}
-
-pub(super) fn string<'a>(
-    obj: &'a Map<String, Value>,
-    field: &str,
-) -> Result<&'a str, ServiceError> {
-    match obj.get(field) {
-        Some(Value::String(s)) => Ok(s),
-        Some(other) => Err(ServiceError::invalid(format!(
-            "field `{field}` must be a string, got {other}"
-        ))),
-        None => Err(ServiceError::invalid(format!("missing field `{field}`"))),
-    }
-}
-
-pub(super) fn integer(
-    obj: &Map<String, Value>,
-    field: &str,
-    default: Option<u64>,
-) -> Result<u64, ServiceError> {
-    match (obj.get(field), default) {
-        (Some(v), _) => v.as_u64().ok_or_else(|| {
-            ServiceError::invalid(format!(
-                "field `{field}` must be a non-negative integer, got {v}"
-            ))
-        }),
-        (None, Some(d)) => Ok(d),
-        (None, None) => Err(ServiceError::invalid(format!("missing field `{field}`"))),
-    }
-}
+pub(super) use super::json::object;
+use super::json::{integer, only, string};
+use crate::error::ServiceError;
 
 /// One check: may `cost` units pass for `key` under `policy`?
 #[derive(Debug, Clone, Copy, ToSchema)]
@@ -76,14 +24,34 @@ pub(super) struct CheckRequest<'a> {
     /// Units to take; 0 peeks without taking.
     #[schema(required = false, default = 1)]
     pub(super) cost: u64,
-    /// Instead of `cost` (a single check only, not in a batch): grant as
-    /// much of this as is left and consume it; the answer says `granted`.
+    /// Instead of `cost` (a single check only: refused in a batch): grant
+    /// as much of this as is left and consume it; the answer says
+    /// `granted`.
     #[schema(required = false)]
     pub(super) at_most: Option<u64>,
 }
 
 impl<'a> CheckRequest<'a> {
+    /// A single check.
     pub(super) fn parse(obj: &'a Map<String, Value>) -> Result<Self, ServiceError> {
+        only(obj, &["policy", "key", "cost", "at_most"])?;
+        Self::fields(obj)
+    }
+
+    /// A check in a batch: a batch's checks are decided together (all or
+    /// nothing when atomic), each for a fixed cost, so `at_most`, which
+    /// grants what is left, has no meaning there and is refused.
+    pub(super) fn parse_in_batch(obj: &'a Map<String, Value>) -> Result<Self, ServiceError> {
+        if obj.contains_key("at_most") {
+            return Err(ServiceError::invalid(
+                "`at_most` is for a single check, not in a batch: give `cost`",
+            ));
+        }
+        only(obj, &["policy", "key", "cost"])?;
+        Self::fields(obj)
+    }
+
+    fn fields(obj: &'a Map<String, Value>) -> Result<Self, ServiceError> {
         let at_most = if obj.contains_key("at_most") {
             if obj.contains_key("cost") {
                 return Err(ServiceError::invalid("give `cost` or `at_most`, not both"));
@@ -115,6 +83,7 @@ pub(super) struct UsageRequest<'a> {
 
 impl<'a> UsageRequest<'a> {
     pub(super) fn parse(obj: &'a Map<String, Value>) -> Result<Self, ServiceError> {
+        only(obj, &["policy", "key", "cost"])?;
         Ok(Self {
             policy: string(obj, "policy")?,
             key: string(obj, "key")?,
@@ -139,6 +108,7 @@ pub(super) struct SettleRequest<'a> {
 
 impl<'a> SettleRequest<'a> {
     pub(super) fn parse(obj: &'a Map<String, Value>) -> Result<Self, ServiceError> {
+        only(obj, &["policy", "key", "estimate", "actual"])?;
         Ok(Self {
             policy: string(obj, "policy")?,
             key: string(obj, "key")?,
@@ -191,6 +161,7 @@ pub(super) struct ReserveRequest<'a> {
 
 impl<'a> ReserveRequest<'a> {
     pub(super) fn parse(obj: &'a Map<String, Value>) -> Result<Self, ServiceError> {
+        only(obj, &["policy", "key", "cost", "max_wait_ms"])?;
         Ok(Self {
             policy: string(obj, "policy")?,
             key: string(obj, "key")?,
@@ -211,6 +182,7 @@ pub(super) struct AcquireRequest<'a> {
 
 impl<'a> AcquireRequest<'a> {
     pub(super) fn parse(obj: &'a Map<String, Value>) -> Result<Self, ServiceError> {
+        only(obj, &["policy", "key"])?;
         Ok(Self {
             policy: string(obj, "policy")?,
             key: string(obj, "key")?,
@@ -231,6 +203,7 @@ pub(super) struct ReleaseRequest<'a> {
 
 impl<'a> ReleaseRequest<'a> {
     pub(super) fn parse(obj: &'a Map<String, Value>) -> Result<Self, ServiceError> {
+        only(obj, &["policy", "key", "lease"])?;
         Ok(Self {
             policy: string(obj, "policy")?,
             key: string(obj, "key")?,
@@ -384,7 +357,9 @@ pub(crate) struct ErrorDetail {
     /// One of `invalid_request`, `invalid_policy`, `invalid_argument`,
     /// `invalid_key`, `cost_exceeds_limit`, `unsupported` (400),
     /// `unauthorized` (401), `unknown_policy`, `not_found` (404),
-    /// `payload_too_large` (413), `internal` (500), `store_error` (502),
+    /// `method_not_allowed` (405), `request_timeout` (408),
+    /// `payload_too_large` (413), `uri_too_long` (414),
+    /// `headers_too_large` (431), `internal` (500), `store_error` (502),
     /// `store_unavailable` (503).
     #[schema(example = "invalid_request")]
     pub(super) code: &'static str,

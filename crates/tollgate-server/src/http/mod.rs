@@ -1,13 +1,21 @@
 //! The HTTP API: the router, authentication, request metrics. The
-//! handlers are in `api.rs`, their bodies in `body.rs`, errors as JSON in
-//! `error.rs`, the OpenAPI document in `openapi.rs`; the state is
+//! handlers are in `api.rs` and `usage.rs`, their bodies in `body.rs`
+//! (read as strict JSON by `json.rs`), errors as JSON in `error.rs` (the
+//! framework's own too, and the head's limits: `framework.rs`), the
+//! deadline on a request's body in `deadline.rs`, the OpenAPI document in
+//! `openapi.rs`; the state is
 //! `crate::state::AppState`, shared with gRPC. `tests.rs` drives the router
 //! in-process with `oneshot`; `tests/serve.rs` the binary on a socket.
 
 mod api;
 mod body;
 pub(crate) use body::ErrorBody;
+mod deadline;
+pub(crate) use deadline::TimedBody;
 mod error;
+mod framework;
+pub(crate) use framework::MAX_HEAD;
+mod json;
 mod openapi;
 #[cfg(test)]
 mod openapi_tests;
@@ -66,6 +74,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .layer(middleware::from_fn(measure))
+        .layer(middleware::from_fn(framework::json_errors))
         .with_state(state)
 }
 

@@ -16,9 +16,12 @@ use crate::http::router;
 use crate::state::AppState;
 use crate::store;
 
+pub(crate) mod listener;
 mod overrides;
 mod reload;
+pub(crate) mod serving;
 
+use self::listener::Listener;
 use self::overrides::Overrides;
 use self::reload::reload_on_change;
 
@@ -76,6 +79,12 @@ pub(crate) struct ServeArgs {
     /// handshake.
     #[arg(long, env = "TOLLGATE_GRPC_TLS_CLIENT_CA")]
     grpc_tls_client_ca: Option<PathBuf>,
+    /// The most connections each listener keeps open (default 1024); one
+    /// more is closed at once and a warning logged. Same as `[server]
+    /// max_connections`.
+    #[arg(long, env = "TOLLGATE_MAX_CONNECTIONS",
+        value_parser = clap::value_parser!(u32).range(1..=config::ConnectionLimits::MAX_CONNECTIONS))]
+    max_connections: Option<u32>,
     /// A bearer token every request but /healthz must carry.
     #[arg(long, env = "TOLLGATE_TOKEN", hide_env_values = true)]
     token: Option<String>,
@@ -179,6 +188,7 @@ pub(crate) fn run(args: ServeArgs) -> i32 {
             config: args.config,
             extensions: args.erl_extensions,
             headers: args.erl_headers,
+            max_connections: args.max_connections.map(|n| n as usize),
         });
     }
     if args.erl_extensions || args.erl_headers.is_some() {
@@ -205,6 +215,7 @@ pub(crate) fn run(args: ServeArgs) -> i32 {
         grpc_listen: args.grpc_listen,
         grpc_tls,
         shadow: args.shadow,
+        max_connections: args.max_connections.map(|n| n as usize),
     };
     if let Err(e) = overrides.apply(&mut config) {
         eprintln!("error: {e}");
@@ -280,15 +291,17 @@ async fn serve(
         }
     };
     let local = listener.local_addr().map_or(listen, |a| a);
-    let grpc = match grpc
-        .map(tonic::transport::server::TcpIncoming::bind)
-        .transpose()
-    {
-        Ok(incoming) => incoming,
-        Err(e) => {
-            eprintln!("error: cannot listen for gRPC: {e}");
-            return 1;
-        }
+    let limits = config.server.connections;
+    let listener = Listener::new(listener, "HTTP", &limits);
+    let grpc = match grpc {
+        None => None,
+        Some(addr) => match tokio::net::TcpListener::bind(addr).await {
+            Ok(tcp) => Some(Listener::new(tcp, "gRPC", &limits)),
+            Err(e) => {
+                eprintln!("error: cannot listen for gRPC on {addr}: {e}");
+                return 1;
+            }
+        },
     };
     // The first line says where, for people and for scripts and tests. A
     // closed stdout must not stop the service: write errors are ignored.
@@ -340,7 +353,7 @@ async fn serve(
     let grpc_server = grpc.map(|incoming| {
         let service = crate::grpc::service(state.clone());
         let until = stopped(stopping.clone());
-        let mut builder = grpc_builder;
+        let mut builder = serving::grpc_limits(grpc_builder, &limits);
         tokio::spawn(async move {
             builder
                 .add_service(service)
@@ -349,9 +362,7 @@ async fn serve(
         })
     });
     let app = router(state);
-    let http = axum::serve(listener, app)
-        .with_graceful_shutdown(stopped(stopping))
-        .await;
+    let http = serving::serve_http(listener, app, limits, stopped(stopping)).await;
     let grpc = match grpc_server {
         Some(task) => match task.await {
             Ok(result) => result.map_err(|e| e.to_string()),

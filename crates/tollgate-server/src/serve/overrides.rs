@@ -15,6 +15,8 @@ pub(super) struct Overrides {
     /// `--grpc-tls-cert`, `--grpc-tls-key`, `--grpc-tls-client-ca`.
     pub(super) grpc_tls: [Option<TlsFile>; 3],
     pub(super) shadow: bool,
+    /// `--max-connections`.
+    pub(super) max_connections: Option<usize>,
 }
 
 impl Overrides {
@@ -66,6 +68,9 @@ impl Overrides {
             if flag.is_some() {
                 field.clone_from(flag);
             }
+        }
+        if let Some(n) = self.max_connections {
+            config.server.connections.max_connections = n;
         }
         if self.shadow {
             for policy in &mut config.policies.policies {
