@@ -15,10 +15,14 @@ pub(crate) use deadline::TimedBody;
 mod error;
 mod framework;
 pub(crate) use framework::MAX_HEAD;
+#[cfg(test)]
+mod fuzz_tests;
 mod json;
 mod openapi;
 #[cfg(test)]
 mod openapi_tests;
+#[cfg(test)]
+mod strict_tests;
 #[cfg(test)]
 mod tests;
 mod usage;

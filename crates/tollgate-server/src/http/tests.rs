@@ -77,7 +77,7 @@ impl Answer {
     }
 
     /// The error's code, asserting the status that goes with it.
-    fn error(&self, status: StatusCode) -> String {
+    pub(super) fn error(&self, status: StatusCode) -> String {
         assert_eq!(self.status, status, "{self:?}");
         self.json()["error"]["code"].as_str().unwrap().to_string()
     }
