@@ -246,3 +246,63 @@ fn beside(file: &str, path: &str) -> std::path::PathBuf {
         .unwrap_or(Path::new("."))
         .join(path)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::ConnectionLimits;
+    use crate::config::Config;
+
+    const POLICY: &str =
+        "[[policy]]\nname = \"p\"\nalgorithm = \"fixed_window\"\nlimit = 1\nwindow = \"1s\"\n";
+
+    fn limits(server: &str) -> Result<ConnectionLimits, String> {
+        Config::parse("t.toml", &format!("[server]\n{server}\n{POLICY}"))
+            .map(|c| c.server.connections)
+            .map_err(|e| e.iter().map(ToString::to_string).collect())
+    }
+
+    #[test]
+    fn connection_limits_have_defaults_and_read_every_field() {
+        assert_eq!(limits(""), Ok(ConnectionLimits::default()));
+        let all = limits(
+            "max_connections = 7\nheader_timeout = \"1s\"\nbody_timeout = \"2s\"\nidle_timeout = \"3s\"\nhttp2_keepalive_interval = \"4s\"\nhttp2_keepalive_timeout = \"5s\"",
+        )
+        .unwrap();
+        let s = Duration::from_secs;
+        assert_eq!(
+            all,
+            ConnectionLimits {
+                max_connections: 7,
+                header_timeout: s(1),
+                body_timeout: s(2),
+                idle_timeout: s(3),
+                http2_keepalive_interval: s(4),
+                http2_keepalive_timeout: s(5),
+            }
+        );
+    }
+
+    #[test]
+    fn a_bad_limit_names_its_field_and_line() {
+        for (field, value, needle) in [
+            ("max_connections", "0", "from 1 to 1000000, got 0"),
+            ("max_connections", "-3", "got -3"),
+            ("header_timeout", "\"0s\"", "more than 0"),
+            ("body_timeout", "\"soon\"", "`body_timeout`"),
+            ("idle_timeout", "\"0ms\"", "more than 0"),
+            (
+                "http2_keepalive_timeout",
+                "\"5\"",
+                "`http2_keepalive_timeout`",
+            ),
+        ] {
+            let e = limits(&format!("{field} = {value}")).unwrap_err();
+            assert!(
+                e.contains(needle) && e.contains("t.toml:2:"),
+                "{field} = {value}: {e}"
+            );
+        }
+    }
+}
