@@ -381,6 +381,9 @@ pub(super) enum DecisionErrors {
     /// `unknown_policy`.
     #[response(status = 404)]
     UnknownPolicy(ErrorBody),
+    /// The body did not arrive within `body_timeout`.
+    #[response(status = 408)]
+    RequestTimeout(ErrorBody),
     /// The body exceeds 64 KiB.
     #[response(status = 413)]
     PayloadTooLarge(ErrorBody),
