@@ -10,10 +10,10 @@
 //! `limit` field, set from route metadata) is limited, as Envoy's own
 //! service does, by a fixed window of `requests_per_unit` per `unit`
 //! (a month is 30 days, a year 365) under the descriptor's key, in any
-//! domain that has a table; its policy is named
-//! `override-<requests_per_unit>-per-<unit>`, so that two overrides of one
-//! descriptor count apart. The overall code is `OVER_LIMIT` when any
-//! descriptor is. Bad input is `INVALID_ARGUMENT`; a store error, or a store down under
+//! domain that has a table (see [`override_policy`]). The overall code is
+//! `OVER_LIMIT` when any descriptor is. Bad input, an undecodable message
+//! included, is `INVALID_ARGUMENT`; a missing or wrong `--token`,
+//! `UNAUTHENTICATED`; a store error, or a store down under
 //! `on_failure = "deny"` is `UNAVAILABLE`.
 
 use std::borrow::Cow;
@@ -34,9 +34,13 @@ use envoy_types::pb::envoy::r#type::v3::RateLimitUnit;
 use envoy_types::pb::google::protobuf::Duration as ProtoDuration;
 use tollgate::{Decision, Policy};
 use tollgate_tower::headers::{RATELIMIT, RATELIMIT_POLICY, RateLimitHeaders};
+use tonic::codegen::InterceptedService;
 use tonic::{Request, Response, Status};
+use tonic_health::pb::health_server::{Health, HealthServer};
 
 use crate::error::{self, ServiceError};
+use crate::grpc_decode::{DecodeStatus, Decoded};
+use crate::grpc_token::Bearer;
 use crate::state::AppState;
 use crate::{decide, descriptor};
 
@@ -46,8 +50,28 @@ pub(crate) struct Rls {
     state: Arc<AppState>,
 }
 
-pub(crate) fn service(state: Arc<AppState>) -> RateLimitServiceServer<Rls> {
-    RateLimitServiceServer::new(Rls { state })
+/// The service as it is served: `--token` checked first (see
+/// `grpc_token`), undecodable messages answered `INVALID_ARGUMENT` (see
+/// `grpc_decode`).
+pub(crate) type Served = InterceptedService<DecodeStatus<RateLimitServiceServer<Rls>>, Bearer>;
+
+pub(crate) fn service(state: Arc<AppState>) -> Served {
+    let bearer = Bearer::new(state.token.as_deref());
+    InterceptedService::new(
+        DecodeStatus::new(RateLimitServiceServer::new(Rls { state })),
+        bearer,
+    )
+}
+
+/// `grpc.health.v1.Health`, open whatever the token: `SERVING` for the
+/// server (`""`) and for the rate limit service by its full name.
+pub(crate) async fn health() -> HealthServer<impl Health> {
+    let (reporter, service) = tonic_health::server::health_reporter();
+    reporter.set_serving::<RateLimitServiceServer<Rls>>().await;
+    reporter
+        .set_service_status("", tonic_health::ServingStatus::Serving)
+        .await;
+    service
 }
 
 const DAY: u64 = 86_400;
@@ -74,9 +98,24 @@ pub(crate) fn current_limit(policy: &Policy) -> RateLimit {
     }
 }
 
-/// The policy of descriptor `i`'s limit override: a fixed window of
-/// `requests_per_unit` per `unit`, as Envoy's own service counts it.
-fn override_policy(i: usize, limit: &RateLimitOverride) -> Result<Policy, Status> {
+/// The policy and the key of descriptor `i`'s limit override: a fixed
+/// window of `requests_per_unit` per `unit`, as Envoy's own service counts
+/// it, on the descriptor's `key` (`descriptor::key`).
+///
+/// A client chooses the override, so nothing is kept per value: the
+/// policy is made for the call and dropped, named after the unit alone
+/// (`override-per-minute`: six names, so six metric series and status
+/// page rows at most), and `requests_per_unit` goes into the key instead
+/// (`limit=<n>;` before the descriptor's key, which always starts with a
+/// digit), so that two overrides of one descriptor still count apart.
+/// The counts live in the store like any key: bounded by `max_keys` in
+/// memory, by their window's expiry on Redis; none is lost but by the
+/// store's own eviction.
+fn override_policy(
+    i: usize,
+    limit: &RateLimitOverride,
+    key: &[u8],
+) -> Result<(Policy, Vec<u8>), Status> {
     let (unit, seconds) = match RateLimitUnit::try_from(limit.unit) {
         Ok(RateLimitUnit::Second) => ("second", 1),
         Ok(RateLimitUnit::Minute) => ("minute", 60),
@@ -96,10 +135,16 @@ fn override_policy(i: usize, limit: &RateLimitOverride) -> Result<Policy, Status
             "descriptor {i}: limit.requests_per_unit must be at least 1"
         )));
     }
-    let name = format!("override-{}-per-{unit}", limit.requests_per_unit);
     let window = Duration::from_secs(seconds);
-    Policy::fixed_window(&name, u64::from(limit.requests_per_unit), window)
-        .map_err(|e| Status::invalid_argument(format!("descriptor {i}: limit: {e}")))
+    let policy = Policy::fixed_window(
+        &format!("override-per-{unit}"),
+        u64::from(limit.requests_per_unit),
+        window,
+    )
+    .map_err(|e| Status::invalid_argument(format!("descriptor {i}: limit: {e}")))?;
+    let mut by_value = format!("limit={};", limit.requests_per_unit).into_bytes();
+    by_value.extend_from_slice(key);
+    Ok((policy, by_value))
 }
 
 /// A descriptor's status from its policy's decision: `OK` or
@@ -165,6 +210,7 @@ impl RateLimitService for Rls {
         &self,
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, Status> {
+        Decoded::mark(&request);
         let started = std::time::Instant::now();
         let result = self.decide(request.into_inner()).await;
         let code = match &result {
@@ -198,10 +244,11 @@ impl Rls {
                 .map(|e| (e.key.as_str(), e.value.as_str()))
                 .collect();
             let found = match &d.limit {
-                Some(limit) if descriptor::knows(&set.descriptors, &request.domain) => Some((
-                    Cow::Owned(override_policy(i, limit)?),
-                    descriptor::key(&request.domain, &entries),
-                )),
+                Some(limit) if descriptor::knows(&set.descriptors, &request.domain) => {
+                    let key = descriptor::key(&request.domain, &entries);
+                    let (policy, key) = override_policy(i, limit, &key)?;
+                    Some((Cow::Owned(policy), key))
+                }
                 Some(_) => None,
                 // The tables were checked against the policies with which
                 // they were loaded: a policy missing here is a bug.

@@ -12,9 +12,14 @@ mod descriptor;
 mod erl;
 mod error;
 mod grpc;
+mod grpc_decode;
 mod grpc_tls;
+mod grpc_token;
 mod http;
+mod json_value;
 mod palette;
+#[cfg(test)]
+mod rls_fuzz;
 mod serve;
 mod simulate;
 mod state;

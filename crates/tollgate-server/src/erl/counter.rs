@@ -73,7 +73,7 @@ impl MemoryCounter {
             if *expiry <= now {
                 *count = 0;
             }
-            *count += hit.hits;
+            *count = count.saturating_add(hit.hits);
             *expiry = expires;
             return *count;
         }

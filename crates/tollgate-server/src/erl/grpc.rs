@@ -1,7 +1,11 @@
 //! ERL mode's gRPC service: `envoy.service.ratelimit.v3.RateLimitService`
-//! answered by ERL's rules. A call ERL would fail (empty domain, empty
-//! descriptor list, Redis down) fails with gRPC `UNKNOWN` and ERL's
-//! message, as ERL's Go error does.
+//! answered by ERL's rules. A call ERL would fail for what it asks (empty
+//! domain, empty descriptor list) fails with gRPC `UNKNOWN` and ERL's
+//! message, as ERL's Go error does; counters that cannot be reached (Redis
+//! down) are `UNAVAILABLE`, so that Envoy and its operators tell an outage
+//! from a bad request; an undecodable message is `INVALID_ARGUMENT`
+//! (`crate::grpc_decode`). ERL has no token, and neither has this mode
+//! (`--token` is refused at start).
 
 use std::sync::Arc;
 
@@ -11,7 +15,9 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use tonic::{Request, Response, Status};
 
+use super::service::CallError;
 use super::state::ErlState;
+use crate::grpc_decode::{DecodeStatus, Decoded};
 
 /// The service over ERL mode's state.
 #[derive(Debug, Clone)]
@@ -19,8 +25,20 @@ pub(crate) struct ErlRls {
     state: Arc<ErlState>,
 }
 
-pub(crate) fn service(state: Arc<ErlState>) -> RateLimitServiceServer<ErlRls> {
-    RateLimitServiceServer::new(ErlRls { state })
+/// The service as it is served: undecodable messages answered
+/// `INVALID_ARGUMENT`.
+pub(crate) type Served = DecodeStatus<RateLimitServiceServer<ErlRls>>;
+
+pub(crate) fn service(state: Arc<ErlState>) -> Served {
+    DecodeStatus::new(RateLimitServiceServer::new(ErlRls { state }))
+}
+
+/// The gRPC status of a call that has no answer.
+fn status(e: &CallError) -> Status {
+    match e {
+        CallError::Request(_) => Status::unknown(e.to_string()),
+        CallError::Store(_) => Status::unavailable(e.to_string()),
+    }
 }
 
 #[tonic::async_trait]
@@ -29,11 +47,12 @@ impl RateLimitService for ErlRls {
         &self,
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, Status> {
+        Decoded::mark(&request);
         match self.state.call(request.get_ref()).await {
             Ok(response) => Ok(Response::new(response)),
             Err(e) => {
                 tracing::warn!("ShouldRateLimit: {e}");
-                Err(Status::unknown(e.to_string()))
+                Err(status(&e))
             }
         }
     }

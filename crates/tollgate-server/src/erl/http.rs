@@ -1,7 +1,8 @@
 //! ERL mode's HTTP port: `/json` (any method: a protojson
 //! `RateLimitRequest` in, a protojson `RateLimitResponse` out; 200 when
 //! allowed, 429 when refused, 400 with `Bad Request` for a body that is
-//! not one or a call ERL fails), `/healthcheck` (200 `OK`) and tollgate's
+//! not one or a call ERL fails, 503 with `Service Unavailable` when the
+//! counters cannot be reached), `/healthcheck` (200 `OK`) and tollgate's
 //! `/metrics`.
 
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use http::{StatusCode, header};
 
 use super::json;
+use super::service::CallError;
 use super::state::ErlState;
 use crate::http::MAX_BODY;
 
@@ -28,11 +30,12 @@ pub(crate) fn router(state: Arc<ErlState>) -> Router {
         .with_state(state)
 }
 
-fn bad_request() -> Response {
+/// ERL's plain-text error answer: the status and its reason phrase.
+fn plain(status: StatusCode) -> Response {
     (
-        StatusCode::BAD_REQUEST,
+        status,
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        "Bad Request",
+        status.canonical_reason().unwrap_or_default(),
     )
         .into_response()
 }
@@ -42,14 +45,17 @@ async fn json_call(State(state): State<Arc<ErlState>>, body: Bytes) -> Response 
         Ok(r) => r,
         Err(e) => {
             tracing::warn!("/json: {e}");
-            return bad_request();
+            return plain(StatusCode::BAD_REQUEST);
         }
     };
     let response = match state.call(&request).await {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!("/json: {e}");
-            return bad_request();
+            return plain(match e {
+                CallError::Request(_) => StatusCode::BAD_REQUEST,
+                CallError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
+            });
         }
     };
     let status = match Code::try_from(response.overall_code) {

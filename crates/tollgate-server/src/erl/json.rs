@@ -1,6 +1,7 @@
 //! The protojson shapes of ERL's `POST /json`: a `RateLimitRequest` in
 //! (field names in camelCase or as in the proto, enums by name or number,
-//! 64-bit integers as numbers or strings, unknown fields refused) and a
+//! 64-bit integers as numbers or strings, unknown fields and duplicate
+//! keys refused) and a
 //! `RateLimitResponse` out (camelCase, enums by name, durations as
 //! `"37s"`, fields holding their zero value left out), as Go's protojson
 //! reads and writes them.
@@ -20,7 +21,7 @@ type Fields<'a> = &'a Map<String, Value>;
 
 /// Reads a request; the error says which field is wrong.
 pub(crate) fn request(body: &[u8]) -> Result<RateLimitRequest, String> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| format!("not JSON: {e}"))?;
+    let value = crate::json_value::parse(body).map_err(|e| format!("not JSON: {e}"))?;
     let mut req = RateLimitRequest::default();
     for (name, v) in object(&value, "request")? {
         match name.as_str() {
@@ -128,8 +129,10 @@ fn string(value: &Value, name: &str) -> Result<String, String> {
 fn number(value: &Value, name: &str, max: u64) -> Result<u64, String> {
     let n = match value {
         Value::Number(n) => n.as_u64().or_else(|| {
+            // `u64::MAX as f64` is 2^64, itself out of range: a float that
+            // large would saturate to u64::MAX and be taken as such.
             n.as_f64()
-                .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= u64::MAX as f64)
+                .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f < u64::MAX as f64)
                 .map(|f| f as u64)
         }),
         Value::String(s) => s.parse::<u64>().ok(),
@@ -248,9 +251,32 @@ mod tests {
             br#"{"domain":"d","hitsAddend":-1}"#,
             br#"{"domain":"d","descriptors":[{"limit":{"unit":"minute"}}]}"#,
             br#"not json"#,
+            // Out of range for a uint64, as a number or a string.
+            br#"{"domain":"d","descriptors":[{"hitsAddend":18446744073709551616}]}"#,
+            br#"{"domain":"d","descriptors":[{"hitsAddend":18446744073709551617}]}"#,
+            br#"{"domain":"d","descriptors":[{"hitsAddend":"18446744073709551616"}]}"#,
+            br#"{"domain":"d","descriptors":[{"hitsAddend":1e20}]}"#,
+            // A key twice: protojson refuses it, as tollgate does.
+            br#"{"domain":"a","domain":"b"}"#,
+            br#"{"domain":"d","descriptors":[{"entries":[{"key":"k","key":"j"}]}]}"#,
         ] {
             assert!(request(body).is_err(), "{}", String::from_utf8_lossy(body));
         }
+    }
+
+    #[test]
+    fn the_largest_uint64_is_read_and_a_wrong_one_is_named() {
+        let req = request(br#"{"domain":"d","descriptors":[{"hitsAddend":18446744073709551615}]}"#)
+            .unwrap();
+        assert_eq!(
+            req.descriptors[0].hits_addend,
+            Some(UInt64Value { value: u64::MAX })
+        );
+        let e = request(br#"{"domain":"d","descriptors":[{"hitsAddend":18446744073709551616}]}"#)
+            .unwrap_err();
+        assert!(e.contains("hitsAddend"), "{e}");
+        let e = request(br#"{"domain":"a","descriptors":[],"domain":"b"}"#).unwrap_err();
+        assert!(e.contains("duplicate key \"domain\""), "{e}");
     }
 
     #[test]

@@ -9,7 +9,9 @@
 //! 3. Every remaining fixed-window rule is counted, all in one round trip:
 //!    its hits (the descriptor's `hits_addend` when present, 0 meaning
 //!    "look without counting"; else the request's, 0 meaning 1) are added
-//!    whether or not the call, or this descriptor, is refused. A counter
+//!    whether or not the call, or this descriptor, is refused; hits above
+//!    2^32 count as 2^32 (over any limit either way, and the counter
+//!    cannot overflow). A counter
 //!    the local cache holds as over (`LOCAL_CACHE_SIZE_IN_BYTES`) is not
 //!    sent: it is over until its window ends. A rule naming a tollgate
 //!    policy (`tollgate_policy`, see `policy`) is checked on the policy's
@@ -141,7 +143,7 @@ pub(crate) async fn should_rate_limit<'a>(
                 path: domain,
                 descriptor: None,
                 metadata: None,
-                hits,
+                hits: window_hits(hits),
             }));
             continue;
         }
@@ -150,6 +152,7 @@ pub(crate) async fn should_rate_limit<'a>(
             continue;
         };
         replaced.extend(m.rule.replaces.iter().map(String::as_str));
+        let mut hits = hits;
         let counted = match &m.rule.limit {
             Limit::Fixed {
                 requests_per_unit,
@@ -175,6 +178,9 @@ pub(crate) async fn should_rate_limit<'a>(
                 key: policy::key(domain, &entries, &m.shared),
             },
         };
+        if let Counted::Window { .. } = &counted {
+            hits = window_hits(hits);
+        }
         found.push(Some(Checked {
             counted,
             name: &m.rule.name,
@@ -386,6 +392,16 @@ fn hits_of(request: &RateLimitRequest, d: &RateLimitDescriptor) -> u64 {
     d.hits_addend
         .as_ref()
         .map_or(u64::from(request.hits_addend.max(1)), |h| h.value)
+}
+
+/// The hits a window counts: at most 2^32, above any `requests_per_unit`
+/// (a uint32), so that the answer is the one the hits asked for
+/// (`OVER_LIMIT`) and counts below it stay exact, as ERL's. More could
+/// overflow the counter: Redis's `INCRBY` refuses to pass 2^63 − 1 and
+/// would then fail every call on the key until it expires (ERL's own
+/// counters do).
+fn window_hits(hits: u64) -> u64 {
+    hits.min(1 << 32)
 }
 
 fn jitter(max: u64) -> u64 {

@@ -3,6 +3,7 @@
 //! tollgate adds to ERL when asked (`extensions`).
 
 mod extensions;
+mod fuzz;
 mod metadata;
 mod redis;
 mod service;

@@ -6,10 +6,12 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescript
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use envoy_types::pb::google::protobuf::UInt64Value;
 use tollgate_testkit::RedisServer;
 
 use tollgate::store::redis::RedisStore;
 
+use crate::erl::counter::Counter;
 use crate::erl::files::parse;
 use crate::erl::local_cache::LocalCache;
 use crate::erl::redis::RedisCounter;
@@ -201,4 +203,62 @@ async fn a_policy_rule_decides_on_tollgates_own_redis_keys() {
         keys.lines().count() == 1 && keys.contains("{smooth:") && keys.contains("alice"),
         "one key, in tollgate's layout: {keys}"
     );
+}
+
+/// A huge `hits_addend` cannot poison a key: hits above 2^32 (more than
+/// any limit) count as 2^32, so `INCRBY` never reaches 2^63 − 1. Redis and
+/// the memory counter answer alike, for that call (`OVER_LIMIT`), for the
+/// next calls on the key, and for calls that carry other descriptors too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_hits_addend_is_over_the_limit_and_leaves_the_key_usable() {
+    let server = RedisServer::start();
+    let config = parse(&[("t.yaml".to_string(), CONFIG.to_string())], None).unwrap();
+    let settings = Settings::default();
+    let redis = RedisCounter::connect(&RedisTarget::Urls(vec![server.url()]))
+        .await
+        .unwrap();
+    let memory = crate::erl::counter::MemoryCounter::default();
+    let now = mid_minute();
+    let huge = |user: &str, hits: u64| {
+        let mut r = request("user", user);
+        r.descriptors[0].hits_addend = Some(UInt64Value { value: hits });
+        r
+    };
+    let both = |user: &str| {
+        let mut r = request("user", user);
+        r.descriptors
+            .push(request("path", "/files/a").descriptors.remove(0));
+        r
+    };
+    let (ok, over) = (Code::Ok as i32, Code::OverLimit as i32);
+    for (i, hits) in [i64::MAX as u64, u64::MAX].into_iter().enumerate() {
+        let user = format!("mallory{i}");
+        let mut answers = Vec::new();
+        for counter in [&redis as &dyn Counter, &memory] {
+            let deciders = Deciders {
+                counter,
+                store: None,
+                local_cache: None,
+            };
+            let calls = [huge(&user, hits), request("user", &user), both(&user)];
+            let mut codes = Vec::new();
+            for call in &calls {
+                let r = should_rate_limit(&config, &settings, deciders, now, call)
+                    .await
+                    .unwrap_or_else(|e| panic!("hits {hits}: {e}"));
+                codes.push(r.statuses.iter().map(|s| s.code).collect::<Vec<_>>());
+            }
+            answers.push(codes);
+        }
+        assert_eq!(
+            answers[0],
+            [vec![over], vec![over], vec![over, ok]],
+            "hits {hits}"
+        );
+        assert_eq!(answers[0], answers[1], "Redis and memory, hits {hits}");
+    }
+    // The count went up by 2^32, not by the hits, then by one twice.
+    let window = now - now % 60;
+    let count = server.cli(&["GET", &format!("api_user_mallory0_{window}")]);
+    assert_eq!(count, ((1u64 << 32) + 2).to_string());
 }

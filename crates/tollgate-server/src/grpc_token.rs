@@ -1,0 +1,79 @@
+//! `--token` on the gRPC API: with a token configured, a
+//! `ShouldRateLimit` call must carry `authorization: Bearer <token>`
+//! metadata, compared in constant time, as the HTTP API wants the header.
+//! A call without it, or with another token, answers `UNAUTHENTICATED`
+//! before its message is even decoded, so it consumes nothing. The gRPC
+//! health service (`grpc.health.v1.Health`) is not wrapped: it stays open,
+//! as `/healthz` does.
+
+use std::sync::Arc;
+
+use subtle::ConstantTimeEq;
+use tonic::service::Interceptor;
+use tonic::{Request, Status};
+
+/// The token check, as a tonic interceptor.
+#[derive(Debug, Clone)]
+pub(crate) struct Bearer {
+    token: Option<Arc<str>>,
+}
+
+impl Bearer {
+    /// Checks `token` when there is one; lets every call through otherwise.
+    pub(crate) fn new(token: Option<&str>) -> Bearer {
+        Bearer {
+            token: token.map(Arc::from),
+        }
+    }
+}
+
+impl Interceptor for Bearer {
+    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
+        let Some(token) = &self.token else {
+            return Ok(request);
+        };
+        let given = request
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or("");
+        if bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
+            Ok(request)
+        } else {
+            Err(Status::unauthenticated(
+                "a valid bearer token is required: `authorization: Bearer <token>` metadata",
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(bearer: &mut Bearer, authorization: Option<&str>) -> Result<(), tonic::Code> {
+        let mut request = Request::new(());
+        if let Some(value) = authorization {
+            request
+                .metadata_mut()
+                .insert("authorization", value.parse().unwrap());
+        }
+        bearer.call(request).map(drop).map_err(|s| s.code())
+    }
+
+    #[test]
+    fn the_token_is_required_when_set() {
+        let mut open = Bearer::new(None);
+        assert_eq!(call(&mut open, None), Ok(()));
+        let mut guarded = Bearer::new(Some("s3cret"));
+        assert_eq!(call(&mut guarded, Some("Bearer s3cret")), Ok(()));
+        for bad in [None, Some("Bearer s3cres"), Some("s3cret"), Some("Bearer ")] {
+            assert_eq!(
+                call(&mut guarded, bad),
+                Err(tonic::Code::Unauthenticated),
+                "{bad:?}"
+            );
+        }
+    }
+}
