@@ -1,7 +1,9 @@
 //! JSON read into a [`serde_json::Value`] with every object's keys
 //! unique: `serde_json` alone keeps the last of two equal keys, so that
 //! `{"domain": "a", "domain": "b"}` would be decided for `b` with no word.
-//! A duplicate is an error that names the key (cut to 64 bytes).
+//! A duplicate is an error that names the key, shortened as every quote of
+//! a request is ([`shorten`]). Both JSON front ends read their bodies
+//! here: the HTTP API (`http/json.rs`) and ERL mode's `/json`.
 
 use std::fmt;
 
@@ -44,6 +46,7 @@ impl<'de> Visitor<'de> for UniqueVisitor {
     }
 
     fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        // serde_json reads no NaN or infinity, so every f64 here is a number.
         Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
     }
 
@@ -70,26 +73,39 @@ impl<'de> Visitor<'de> for UniqueVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut fields = Map::new();
         while let Some(key) = map.next_key::<String>()? {
-            let Unique(value) = map.next_value()?;
             if fields.contains_key(&key) {
                 return Err(de::Error::custom(format_args!(
-                    "duplicate key {:?}",
-                    cut(&key)
+                    "duplicate key `{}`",
+                    shorten(&key)
                 )));
             }
+            let Unique(value) = map.next_value()?;
             fields.insert(key, value);
         }
         Ok(Value::Object(fields))
     }
 }
 
-/// At most 64 bytes of `s`, at a character boundary.
-fn cut(s: &str) -> &str {
-    let mut end = s.len().min(64);
-    while !s.is_char_boundary(end) {
+/// The longest text a message quotes from a request.
+const QUOTED: usize = 64;
+
+/// `text`, cut after [`QUOTED`] bytes (at a character boundary) with its
+/// full length said.
+pub(crate) fn shorten(text: &str) -> String {
+    cut(text, QUOTED)
+}
+
+/// `text`, cut after `max` bytes (at a character boundary) with its full
+/// length said.
+pub(crate) fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
         end -= 1;
     }
-    &s[..end]
+    format!("{}… ({} bytes)", &text[..end], text.len())
 }
 
 #[cfg(test)]

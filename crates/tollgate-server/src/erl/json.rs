@@ -276,7 +276,7 @@ mod tests {
             .unwrap_err();
         assert!(e.contains("hitsAddend"), "{e}");
         let e = request(br#"{"domain":"a","descriptors":[],"domain":"b"}"#).unwrap_err();
-        assert!(e.contains("duplicate key \"domain\""), "{e}");
+        assert!(e.contains("duplicate key `domain`"), "{e}");
     }
 
     #[test]

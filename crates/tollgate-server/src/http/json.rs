@@ -1,40 +1,18 @@
 //! The request body as strict JSON: a duplicate key, at any depth, is an
-//! error (serde_json's `Value` would keep the last one), and so is a field
-//! an endpoint does not take. Values and names quoted back in a message
-//! are shortened, so an answer never echoes a large body.
-
-use std::fmt;
+//! error (serde_json's `Value` would keep the last one; `crate::json_value`
+//! reads the body), and so is a field an endpoint does not take. Values
+//! and names quoted back in a message are shortened, so an answer never
+//! echoes a large body.
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use http::StatusCode;
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde_json::{Map, Number, Value};
+use serde_json::{Map, Value};
 
 use super::MAX_BODY;
 use crate::error::{Code, ServiceError};
 
-/// The longest text a message quotes from a request.
-const QUOTED: usize = 64;
-
-/// `text`, cut after [`QUOTED`] bytes (at a character boundary) with its
-/// full length said.
-pub(crate) fn shorten(text: &str) -> String {
-    cut(text, QUOTED)
-}
-
-/// `text`, cut after `max` bytes (at a character boundary) with its full
-/// length said.
-pub(crate) fn cut(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_string();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… ({} bytes)", &text[..end], text.len())
-}
+pub(crate) use crate::json_value::{cut, shorten};
 
 /// A JSON value as a message quotes it.
 pub(super) fn shown(value: &Value) -> String {
@@ -58,8 +36,8 @@ pub(super) fn object(
             ServiceError::invalid(cut(&e.body_text(), 512))
         }
     })?;
-    match serde_json::from_slice::<Strict>(&bytes) {
-        Ok(Strict(Value::Object(map))) => Ok(map),
+    match crate::json_value::parse(&bytes) {
+        Ok(Value::Object(map)) => Ok(map),
         Ok(_) => Err(ServiceError::invalid("the body must be a JSON object")),
         Err(e) => Err(ServiceError::invalid(format!("malformed JSON: {e}"))),
     }
@@ -109,79 +87,6 @@ pub(super) fn integer(
         }),
         (None, Some(d)) => Ok(d),
         (None, None) => Err(ServiceError::invalid(format!("missing field `{field}`"))),
-    }
-}
-
-/// A JSON value read with every object's keys distinct.
-struct Strict(Value);
-
-impl<'de> Deserialize<'de> for Strict {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Strict, D::Error> {
-        deserializer.deserialize_any(StrictVisitor)
-    }
-}
-
-struct StrictVisitor;
-
-impl<'de> Visitor<'de> for StrictVisitor {
-    type Value = Strict;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_bool<E>(self, v: bool) -> Result<Strict, E> {
-        Ok(Strict(Value::Bool(v)))
-    }
-
-    fn visit_i64<E>(self, v: i64) -> Result<Strict, E> {
-        Ok(Strict(Value::Number(v.into())))
-    }
-
-    fn visit_u64<E>(self, v: u64) -> Result<Strict, E> {
-        Ok(Strict(Value::Number(v.into())))
-    }
-
-    fn visit_f64<E>(self, v: f64) -> Result<Strict, E> {
-        // serde_json reads no NaN or infinity, so every f64 here is a number.
-        Ok(Strict(
-            Number::from_f64(v).map_or(Value::Null, Value::Number),
-        ))
-    }
-
-    fn visit_str<E>(self, v: &str) -> Result<Strict, E> {
-        Ok(Strict(Value::String(v.to_string())))
-    }
-
-    fn visit_string<E>(self, v: String) -> Result<Strict, E> {
-        Ok(Strict(Value::String(v)))
-    }
-
-    fn visit_unit<E>(self) -> Result<Strict, E> {
-        Ok(Strict(Value::Null))
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Strict, A::Error> {
-        let mut items = Vec::new();
-        while let Some(Strict(item)) = seq.next_element()? {
-            items.push(item);
-        }
-        Ok(Strict(Value::Array(items)))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Strict, A::Error> {
-        let mut object = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            if object.contains_key(&key) {
-                return Err(de::Error::custom(format!(
-                    "duplicate key `{}`",
-                    shorten(&key)
-                )));
-            }
-            let Strict(value) = map.next_value()?;
-            object.insert(key, value);
-        }
-        Ok(Strict(Value::Object(object)))
     }
 }
 
