@@ -8,6 +8,7 @@ mod duration;
 mod error;
 mod key;
 pub mod metrics;
+pub mod overrides;
 mod policy;
 pub mod store;
 

@@ -11,6 +11,9 @@ use crate::algorithm::{
 use crate::store::memory::key::InlineName;
 use crate::{Error, Result};
 
+/// A policy's tiers: each name with its parameters.
+type Tiers = Arc<[(Arc<str>, Algorithm)]>;
+
 /// The longest policy name, in bytes.
 pub const MAX_POLICY_NAME_LEN: usize = 64;
 
@@ -46,6 +49,13 @@ pub struct Policy {
     /// Whether a [`LeasingStore`](crate::store::leasing::LeasingStore)
     /// answers this policy from leases (see [`Policy::with_lease`]).
     lease: bool,
+    /// The policy's tiers: a name and its parameters (see
+    /// [`Policy::with_tier`]).
+    tiers: Option<Tiers>,
+    /// For a policy derived from another (a tier, an override), the
+    /// other's algorithm: what names its state where a store's key shows
+    /// parameters (the Redis server-clock window's limit).
+    base: Option<Algorithm>,
 }
 
 impl Policy {
@@ -59,7 +69,78 @@ impl Policy {
             group: None,
             shadow: false,
             lease: false,
+            tiers: None,
+            base: None,
         })
+    }
+
+    /// Adds the tier `name` (the same rules as a policy's name): the
+    /// policy's parameters with `limits` in place of some, validated as
+    /// the policy's own. A request names its tier (see
+    /// [`Overrides::resolve`](crate::overrides::Overrides::resolve)); a key's
+    /// state is the same in every tier, so a key moved to another tier
+    /// keeps its count.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Policy;
+    /// use tollgate::overrides::Limits;
+    ///
+    /// let api = Policy::token_bucket("api", 10, Duration::from_secs(1), 20)?
+    ///     .with_tier("pro", &Limits { rate: Some(100), burst: Some(200), ..Limits::default() })?;
+    /// let pro = api.tier("pro").unwrap();
+    /// assert_eq!((pro.name(), pro.limit()), ("api", 200));
+    /// assert!(api.tier("gold").is_none());
+    /// # Ok::<(), tollgate::Error>(())
+    /// ```
+    pub fn with_tier(mut self, name: &str, limits: &crate::overrides::Limits) -> Result<Policy> {
+        validate_name_of("tier", name)?;
+        let algorithm = limits.apply(&self.algorithm)?;
+        let mut tiers: Vec<_> = self.tiers.as_deref().unwrap_or_default().to_vec();
+        if tiers.iter().any(|(n, _)| &**n == name) {
+            return Err(Error::policy(
+                "tier",
+                format!("tier {name:?} is defined twice"),
+            ));
+        }
+        tiers.push((name.into(), algorithm));
+        self.tiers = Some(tiers.into());
+        Ok(self)
+    }
+
+    /// The policy as its tier `name` decides, if it has that tier: the
+    /// same name (and so the same state), the tier's parameters.
+    pub fn tier(&self, name: &str) -> Option<Policy> {
+        let (_, algorithm) = self.tiers.as_deref()?.iter().find(|(n, _)| &**n == name)?;
+        Some(self.derive(*algorithm))
+    }
+
+    /// The names of the policy's tiers, in the order they were added.
+    pub fn tier_names(&self) -> Vec<&str> {
+        self.tiers
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .map(|(n, _)| &**n)
+            .collect()
+    }
+
+    /// This policy deciding with `algorithm` (of the same kind, already
+    /// validated): an override's or a tier's. Its state is this policy's.
+    pub(crate) fn derive(&self, algorithm: Algorithm) -> Policy {
+        Policy {
+            algorithm,
+            base: Some(self.base.unwrap_or(self.algorithm)),
+            ..self.clone()
+        }
+    }
+
+    /// The algorithm whose parameters name the policy's state: its own,
+    /// or for a derived policy (a tier's, an override's) the one it was
+    /// derived from.
+    #[inline]
+    pub(crate) fn base_algorithm(&self) -> &Algorithm {
+        self.base.as_ref().unwrap_or(&self.algorithm)
     }
 
     /// Puts the policy in `group` (the same rules as a name): on Redis,

@@ -102,7 +102,7 @@ impl Concurrency {
         Verdict {
             allowed,
             limit: self.limit,
-            remaining: self.limit - state.leases.len() as u64,
+            remaining: self.limit.saturating_sub(state.leases.len() as u64),
             reset_after: reset_at - now,
             retry_after: retry_at - now,
             delay: 0,
@@ -128,7 +128,7 @@ impl Concurrency {
         Verdict {
             allowed,
             limit: self.limit,
-            remaining: self.limit - state.leases.len() as u64,
+            remaining: self.limit.saturating_sub(state.leases.len() as u64),
             reset_after: reset_at - now,
             retry_after: retry_at - now,
             delay: 0,

@@ -14,6 +14,9 @@ impl RedisStore {
     /// nothing.
     pub(super) async fn batch(&self, requests: &[Request<'_>]) -> Result<Vec<Decision>> {
         let forms: Vec<Form> = requests.iter().map(|r| self.form(r.policy)).collect();
+        if forms.iter().any(|f| matches!(f, Form::WindowOffset { .. })) {
+            return Err(super::form::offset_unsupported("check_many"));
+        }
         let keys: Vec<Vec<u8>> = requests
             .iter()
             .zip(&forms)

@@ -38,6 +38,7 @@ impl RedisStore {
                 let sha = scripts.bucket_expiry.sha().to_string();
                 return Ok((sha, redis_key, b.args(cost, 0, 0)));
             }
+            Form::WindowOffset { .. } => return Err(super::form::offset_unsupported("evalsha")),
             Form::Script => {}
         }
         let [time, _] = self.time_args()?;
@@ -69,6 +70,24 @@ impl RedisStore {
             let script = &self.inner.scripts.bucket_expiry;
             let reply = self.run_integer(script, &redis_key, &args).await?;
             return b.decision(policy.algorithm(), reply, cost, max_wait);
+        }
+        if let Form::WindowOffset { base, derived } = form {
+            let sent = self.server_now();
+            let deadline = self.inner.deadline.map_or(0, |d| sent + d);
+            let offset = (derived.limit as i64 - base.limit as i64) * 16;
+            let args = [
+                (cost * 16).to_string(),
+                deadline.to_string(),
+                offset.to_string(),
+            ];
+            let script = &self.inner.scripts.fixed_window_server_offset;
+            let reply = self.run_window(script, &redis_key, &args).await?;
+            let error = self.inner.offset_error.load(Ordering::Relaxed);
+            let (earliest, latest) = (sent.saturating_sub(error), self.server_now() + error);
+            return match reply {
+                WindowReply::Value(v) => derived.decision(v, earliest, latest),
+                WindowReply::InDebt(v) => derived.decision_in_debt(v, earliest, latest),
+            };
         }
         if let Form::Window(w) = form {
             let sent = self.server_now();

@@ -44,7 +44,7 @@ impl RedisStore {
             }
             // Only buckets are held (validated); the window form is a
             // window's.
-            Form::Script | Form::Window(_) => {
+            Form::Script | Form::Window(_) | Form::WindowOffset { .. } => {
                 let numbers = pack(&self.usage_numbers(algorithm, op, max_cost)?);
                 let script = usage_script(scripts, algorithm);
                 let reply = self

@@ -202,6 +202,8 @@ pub(crate) struct Scripts {
     pub(crate) token_bucket_refund_held: Script,
     pub(crate) tat_refund_held: Script,
     pub(crate) fixed_window_server_usage: Script,
+    /// A check under an override or tier with another limit.
+    pub(crate) fixed_window_server_offset: Script,
     /// Charge, check_at_most and refund on the server-clock window at a
     /// check's cost, each also in the form for a cost of 1.
     pub(crate) fixed_window_server_charge: Script,
@@ -267,6 +269,10 @@ impl Scripts {
                 TOKEN_BUCKET_REFUND_HELD,
             ),
             tat_refund_held: Script::new("tat_refund_held", TAT_REFUND_HELD),
+            fixed_window_server_offset: Script::new(
+                "fixed_window_server_offset",
+                FIXED_WINDOW_SERVER_OFFSET,
+            ),
             fixed_window_server_usage: Script::new(
                 "fixed_window_server_usage",
                 FIXED_WINDOW_SERVER_USAGE,
@@ -306,7 +312,7 @@ impl Scripts {
         }
     }
 
-    pub(crate) fn all(&self) -> [&Script; 36] {
+    pub(crate) fn all(&self) -> [&Script; 37] {
         [
             &self.fixed_window,
             &self.fixed_window_calendar,
@@ -336,6 +342,7 @@ impl Scripts {
             &self.token_bucket_refund_held,
             &self.tat_refund_held,
             &self.fixed_window_server_usage,
+            &self.fixed_window_server_offset,
             &self.fixed_window_server_charge,
             &self.fixed_window_server_charge_one,
             &self.fixed_window_server_at_most,

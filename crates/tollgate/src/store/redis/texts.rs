@@ -285,6 +285,9 @@ pub(crate) const FIXED_WINDOW_SERVER_REFUND_LARGE: &str =
     fixed_window_server_refund!("ARGV[1]", "nil", "ARGV[2]");
 pub(crate) const FIXED_WINDOW_SERVER_REFUND_ONE_LARGE: &str =
     fixed_window_server_refund!("'16'", "nil", "nil");
+// A check by a policy derived from the one naming the key, another limit.
+pub(crate) const FIXED_WINDOW_SERVER_OFFSET: &str =
+    include_str!("lua/fixed_window_server_offset.lua");
 // Usage on the server-clock window whose cost·16 could pass 2^53: reads
 // the state, `TIME`, and writes.
 pub(crate) const FIXED_WINDOW_SERVER_USAGE: &str = concat!(

@@ -35,6 +35,7 @@ impl RedisStore {
                 let reply = self.run_integer(script, &redis_key, &args).await?;
                 b.usage_decision(policy.algorithm(), reply, op, cost)
             }
+            Form::WindowOffset { .. } => Err(super::form::offset_unsupported(op.as_str())),
             Form::Window(w) => {
                 let sent = self.server_now();
                 // As `server_deadline`, from the clock already read.

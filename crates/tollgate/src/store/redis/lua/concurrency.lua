@@ -34,5 +34,6 @@ local function concurrency(key, now, limit, lease, op, id)
       retry = tonumber(first[2]) - now
     end
   end
-  return ok, limit - held, reset, retry, 0
+  -- An override that cut the limit below what is held leaves nothing.
+  return ok, math.max(0, limit - held), reset, retry, 0
 end
