@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use tollgate::overrides::{Limits, Override, Overrides, Resolved, Selector};
+pub(crate) use tollgate::overrides::{Limits, Override, Overrides, Resolved, Selector};
 use tollgate::{ManualClock, MemoryStore, Policy, Store};
 
 /// The policies of every algorithm, each of "size" `n` (limit, burst or
@@ -154,6 +154,85 @@ mod redis {
         let time = TimeSource::Client(Arc::new(clock));
         let store = connect(vec![server().url()], "ovc:", time).await;
         the_count_carries_over(&store, "cli").await;
+    }
+
+    /// Two instances on one Redis: a change made by one reaches the other
+    /// at its next sync, an ended override leaves both (and Redis), and a
+    /// new instance (a restart) loads what is stored.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn overrides_are_shared_through_redis() {
+        use std::time::Duration;
+        use tollgate::overrides::{Overrides, Resolved, Selector};
+        use tollgate::store::redis::RedisOverrides;
+
+        let policy = tollgate::Policy::fixed_window("shared", 10, Duration::from_secs(60)).unwrap();
+        let policies = [policy.clone()];
+        let instance = || async {
+            let store = connect(vec![server().url()], "ovsh:", TimeSource::Server).await;
+            RedisOverrides::new(store, Overrides::new())
+        };
+        let (a, b) = (instance().await, instance().await);
+        let limit_of = |o: &RedisOverrides, key: &[u8]| match o
+            .overrides()
+            .resolve(&policy, key, None)
+            .unwrap()
+        {
+            Resolved::Decide { policy, .. } => policy.limit(),
+            Resolved::Block { .. } => 0,
+            other => panic!("{other:?}"),
+        };
+        b.sync(&policies).await.unwrap();
+        a.set(
+            &policy,
+            Selector::parse(b"acme").unwrap(),
+            super::Override::limits(super::sized(500, &policy)),
+        )
+        .await
+        .unwrap();
+        a.set(
+            &policy,
+            Selector::parse(b"bot*").unwrap(),
+            super::Override::block()
+                .with_ttl(Duration::from_millis(300))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(limit_of(&b, b"acme"), 10, "not before b syncs");
+        b.sync(&policies).await.unwrap();
+        assert_eq!(limit_of(&b, b"acme"), 500);
+        assert_eq!(limit_of(&b, b"bot-1"), 0);
+        // A restarted instance loads what is stored.
+        let c = instance().await;
+        c.sync(&policies).await.unwrap();
+        assert_eq!(limit_of(&c, b"acme"), 500);
+        // The block ends on every instance, and leaves Redis.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while limit_of(&a, b"bot-1") == 0 || limit_of(&b, b"bot-1") == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the block never ended"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let d = instance().await;
+        d.sync(&policies).await.unwrap();
+        let client = redis::Client::open(server().url()).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let fields: Vec<String> = redis::cmd("HKEYS")
+            .arg("ovsh:{overrides:shared}")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(fields, ["acme"]);
+        // Removal reaches the others too.
+        assert!(
+            a.remove("shared", &Selector::parse(b"acme").unwrap())
+                .await
+                .unwrap()
+        );
+        b.sync(&policies).await.unwrap();
+        assert_eq!(limit_of(&b, b"acme"), 10);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -50,6 +50,7 @@ mod entry;
 mod limits;
 mod selector;
 mod table;
+mod text;
 
 use std::borrow::Cow;
 use std::sync::Arc;

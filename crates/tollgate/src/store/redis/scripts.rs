@@ -204,6 +204,8 @@ pub(crate) struct Scripts {
     pub(crate) fixed_window_server_usage: Script,
     /// A check under an override or tier with another limit.
     pub(crate) fixed_window_server_offset: Script,
+    /// Sets or removes one shared override.
+    pub(crate) override_write: Script,
     /// Charge, check_at_most and refund on the server-clock window at a
     /// check's cost, each also in the form for a cost of 1.
     pub(crate) fixed_window_server_charge: Script,
@@ -273,6 +275,7 @@ impl Scripts {
                 "fixed_window_server_offset",
                 FIXED_WINDOW_SERVER_OFFSET,
             ),
+            override_write: Script::new("override_write", OVERRIDE_WRITE),
             fixed_window_server_usage: Script::new(
                 "fixed_window_server_usage",
                 FIXED_WINDOW_SERVER_USAGE,
@@ -312,7 +315,7 @@ impl Scripts {
         }
     }
 
-    pub(crate) fn all(&self) -> [&Script; 37] {
+    pub(crate) fn all(&self) -> [&Script; 38] {
         [
             &self.fixed_window,
             &self.fixed_window_calendar,
@@ -343,6 +346,7 @@ impl Scripts {
             &self.tat_refund_held,
             &self.fixed_window_server_usage,
             &self.fixed_window_server_offset,
+            &self.override_write,
             &self.fixed_window_server_charge,
             &self.fixed_window_server_charge_one,
             &self.fixed_window_server_at_most,

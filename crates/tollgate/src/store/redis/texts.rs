@@ -285,6 +285,8 @@ pub(crate) const FIXED_WINDOW_SERVER_REFUND_LARGE: &str =
     fixed_window_server_refund!("ARGV[1]", "nil", "ARGV[2]");
 pub(crate) const FIXED_WINDOW_SERVER_REFUND_ONE_LARGE: &str =
     fixed_window_server_refund!("'16'", "nil", "nil");
+// Sets or removes one override, and counts the change.
+pub(crate) const OVERRIDE_WRITE: &str = include_str!("lua/override_write.lua");
 // A check by a policy derived from the one naming the key, another limit.
 pub(crate) const FIXED_WINDOW_SERVER_OFFSET: &str =
     include_str!("lua/fixed_window_server_offset.lua");
