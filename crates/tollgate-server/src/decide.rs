@@ -4,14 +4,52 @@
 //! (`error.rs`). HTTP (`http/api.rs`) and gRPC (`grpc.rs`) only parse
 //! requests and write answers around it.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use tollgate::algorithm::LeaseId;
+use tollgate::overrides::{Resolved, Selector};
 use tollgate::{Decision, Lease, Policy, Request, Usage};
 
 use crate::config::PolicySet;
 use crate::error::{Code, ServiceError};
 use crate::state::AppState;
+
+/// What a request is decided by, once its key's overrides are looked up
+/// (a step of its own, before the store is called).
+enum Overridden<'p> {
+    /// By the store, under this policy (the policy itself, its tier, or
+    /// an override's parameters), and the override that applies.
+    Decide(Cow<'p, Policy>, Option<Selector>),
+    /// Already: blocked or allowed by this override.
+    Decided(Decision, Selector),
+}
+
+/// Looks up `key`'s override under `policy` (and `tier`): a blocked key is
+/// denied with nothing left until the policy's time span passes (when an
+/// operator may have lifted it), an allowed one admitted with everything
+/// left, both without the store.
+fn overridden<'p>(
+    state: &AppState,
+    policy: &'p Policy,
+    key: &[u8],
+    tier: Option<&str>,
+) -> Result<Overridden<'p>, ServiceError> {
+    tollgate::validate_key(key)?;
+    Ok(match state.overrides.local.resolve(policy, key, tier)? {
+        Resolved::Decide { policy, by } => Overridden::Decide(policy, by),
+        Resolved::Block { by } => {
+            let wait = policy.time_span().as_micros() as u64;
+            let limit = policy.limit();
+            Overridden::Decided(Decision::from_micros(false, limit, 0, wait, wait, 0), by)
+        }
+        Resolved::Allow { by } => {
+            let limit = policy.limit();
+            Overridden::Decided(Decision::from_micros(true, limit, limit, 0, 0, 0), by)
+        }
+        _ => return Err(ServiceError::new(Code::Internal, "an unknown override")),
+    })
+}
 
 /// The policy named `name` in `set`.
 pub(crate) fn policy<'a>(set: &'a PolicySet, name: &str) -> Result<&'a Policy, ServiceError> {
@@ -32,16 +70,37 @@ impl AppState {
         }
     }
 
-    /// Decides `cost` on `key` (0 peeks).
+    /// Decides `cost` on `key` (0 peeks), under the key's override if it
+    /// has one.
     pub(crate) async fn check(
         &self,
         policy: &Policy,
         key: &[u8],
         cost: u64,
     ) -> Result<Decision, ServiceError> {
-        let d = self.backend.store.check(policy, key, cost).await?;
-        self.record([(policy, &d)]);
-        Ok(d)
+        Ok(self.check_overridden(policy, key, cost, None).await?.0)
+    }
+
+    /// [`check`](Self::check) in `tier`, also answering the policy that
+    /// decided (the override's or tier's numbers, for the answer's
+    /// headers) and the override, if one did.
+    pub(crate) async fn check_overridden<'p>(
+        &self,
+        policy: &'p Policy,
+        key: &[u8],
+        cost: u64,
+        tier: Option<&str>,
+    ) -> Result<(Decision, Cow<'p, Policy>, Option<Selector>), ServiceError> {
+        let (policy, by) = match overridden(self, policy, key, tier)? {
+            Overridden::Decide(p, by) => (p, by),
+            Overridden::Decided(d, by) => {
+                self.record([(policy, &d)]);
+                return Ok((d, Cow::Borrowed(policy), Some(by)));
+            }
+        };
+        let d = self.backend.store.check(&policy, key, cost).await?;
+        self.record([(&*policy, &d)]);
+        Ok((d, policy, by))
     }
 
     /// Decides several requests, in order; with `atomic`, all or nothing.

@@ -17,6 +17,7 @@ mod grpc_tls;
 mod grpc_token;
 mod http;
 mod json_value;
+mod overrides;
 mod palette;
 #[cfg(test)]
 mod rls_fuzz;

@@ -19,6 +19,8 @@ pub(crate) struct AppState {
     pub(crate) metrics: Option<PrometheusHandle>,
     /// Uptime, decisions per second by policy, the last reload.
     pub(crate) status: crate::status::Status,
+    /// Per-key overrides, shared by every instance on Redis.
+    pub(crate) overrides: crate::overrides::SharedOverrides,
 }
 
 impl AppState {

@@ -19,6 +19,8 @@ pub(crate) struct Backend {
     /// policy decides.
     pub(crate) resilient: Option<ResilientStore>,
     pub(crate) settings: StoreSettings,
+    /// On Redis: how to connect, for the overrides' own connection.
+    pub(crate) redis: Option<RedisStoreBuilder>,
 }
 
 impl Backend {
@@ -69,6 +71,7 @@ pub(crate) async fn build(settings: &StoreSettings) -> Result<Backend, String> {
             store: Arc::new(memory.build()),
             resilient: None,
             settings,
+            redis: None,
         });
     }
     let mut redis = RedisStore::builder(settings.urls.clone())
@@ -99,7 +102,7 @@ pub(crate) async fn build(settings: &StoreSettings) -> Result<Backend, String> {
                 redact(&settings.urls[0]),
                 settings.on_failure
             );
-            (Arc::new(connect_later(redis)), false)
+            (Arc::new(connect_later(redis.clone())), false)
         }
     };
     let mut builder = ResilientStore::builder(primary)
@@ -129,6 +132,7 @@ pub(crate) async fn build(settings: &StoreSettings) -> Result<Backend, String> {
         store: Arc::new(leasing),
         resilient: Some(resilient),
         settings,
+        redis: Some(redis),
     })
 }
 

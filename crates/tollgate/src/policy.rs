@@ -12,7 +12,7 @@ use crate::store::memory::key::InlineName;
 use crate::{Error, Result};
 
 /// A policy's tiers: each name with its parameters.
-type Tiers = Arc<[(Arc<str>, Algorithm)]>;
+type Tiers = Arc<Vec<(Arc<str>, Algorithm)>>;
 
 /// The longest policy name, in bytes.
 pub const MAX_POLICY_NAME_LEN: usize = 64;
@@ -52,10 +52,12 @@ pub struct Policy {
     /// The policy's tiers: a name and its parameters (see
     /// [`Policy::with_tier`]).
     tiers: Option<Tiers>,
-    /// For a policy derived from another (a tier, an override), the
-    /// other's algorithm: what names its state where a store's key shows
-    /// parameters (the Redis server-clock window's limit).
-    base: Option<Algorithm>,
+    /// For a policy derived from a fixed window (a tier's, an override's),
+    /// that window's limit and length in µs: what names its state where a
+    /// store's key shows parameters (the Redis server-clock window's).
+    /// (`[0, 0]` for none: a window's length is never 0; two words, not
+    /// an `Option` of them, to keep a `Policy` small.)
+    base_window: [u64; 2],
 }
 
 impl Policy {
@@ -70,7 +72,7 @@ impl Policy {
             shadow: false,
             lease: false,
             tiers: None,
-            base: None,
+            base_window: [0, 0],
         })
     }
 
@@ -96,7 +98,7 @@ impl Policy {
     pub fn with_tier(mut self, name: &str, limits: &crate::overrides::Limits) -> Result<Policy> {
         validate_name_of("tier", name)?;
         let algorithm = limits.apply(&self.algorithm)?;
-        let mut tiers: Vec<_> = self.tiers.as_deref().unwrap_or_default().to_vec();
+        let mut tiers: Vec<_> = self.tiers.as_deref().cloned().unwrap_or_default();
         if tiers.iter().any(|(n, _)| &**n == name) {
             return Err(Error::policy(
                 "tier",
@@ -104,7 +106,7 @@ impl Policy {
             ));
         }
         tiers.push((name.into(), algorithm));
-        self.tiers = Some(tiers.into());
+        self.tiers = Some(Arc::new(tiers));
         Ok(self)
     }
 
@@ -118,9 +120,8 @@ impl Policy {
     /// The names of the policy's tiers, in the order they were added.
     pub fn tier_names(&self) -> Vec<&str> {
         self.tiers
-            .as_deref()
-            .unwrap_or_default()
             .iter()
+            .flat_map(|t| t.iter())
             .map(|(n, _)| &**n)
             .collect()
     }
@@ -128,19 +129,24 @@ impl Policy {
     /// This policy deciding with `algorithm` (of the same kind, already
     /// validated): an override's or a tier's. Its state is this policy's.
     pub(crate) fn derive(&self, algorithm: Algorithm) -> Policy {
+        let base_window = match self.algorithm {
+            _ if self.base_window[1] != 0 => self.base_window,
+            Algorithm::FixedWindow(w) if w.calendar().is_none() => [w.limit(), w.window_micros()],
+            _ => [0, 0],
+        };
         Policy {
             algorithm,
-            base: Some(self.base.unwrap_or(self.algorithm)),
+            base_window,
             ..self.clone()
         }
     }
 
-    /// The algorithm whose parameters name the policy's state: its own,
-    /// or for a derived policy (a tier's, an override's) the one it was
-    /// derived from.
+    /// For a policy derived from a fixed window (a tier's, an override's),
+    /// that window's limit and length in µs.
     #[inline]
-    pub(crate) fn base_algorithm(&self) -> &Algorithm {
-        self.base.as_ref().unwrap_or(&self.algorithm)
+    pub(crate) fn base_window(&self) -> Option<(u64, u64)> {
+        let [limit, window] = self.base_window;
+        (window != 0).then_some((limit, window))
     }
 
     /// Puts the policy in `group` (the same rules as a name): on Redis,

@@ -83,12 +83,13 @@ pub(super) async fn check(
         body.granted = Some(d.granted);
         return Ok(answer(&[(policy, d)], CheckAnswer::One(body)));
     }
-    let d = state.check(policy, req.key.as_bytes(), req.cost).await?;
-    let decided = [(policy, d)];
-    Ok(answer(
-        &decided,
-        CheckAnswer::One(DecisionBody::new(policy, &d)),
-    ))
+    let (d, decider, by) = state
+        .check_overridden(policy, req.key.as_bytes(), req.cost, req.tier)
+        .await?;
+    let mut body = DecisionBody::new(policy, &d);
+    body.by_override = by.map(|s| s.to_string());
+    let decided = [(&*decider, d)];
+    Ok(answer(&decided, CheckAnswer::One(body)))
 }
 
 async fn check_many(

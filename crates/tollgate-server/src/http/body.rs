@@ -29,6 +29,10 @@ pub(super) struct CheckRequest<'a> {
     /// `granted`.
     #[schema(required = false)]
     pub(super) at_most: Option<u64>,
+    /// The policy's tier to decide in (`[policy.tiers.<name>]`); absent:
+    /// the policy's own parameters. A key's override wins over it.
+    #[schema(required = false)]
+    pub(super) tier: Option<&'a str>,
 }
 
 impl<'a> CheckRequest<'a> {
@@ -65,6 +69,10 @@ impl<'a> CheckRequest<'a> {
             key: string(obj, "key")?,
             cost: integer(obj, "cost", Some(1))?,
             at_most,
+            tier: match obj.get("tier") {
+                None => None,
+                Some(_) => Some(string(obj, "tier")?),
+            },
         })
     }
 }
@@ -239,6 +247,9 @@ pub(super) struct DecisionBody {
     /// What a check with `at_most` granted (only there).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) granted: Option<u64>,
+    /// The override that decided (its selector), when one did.
+    #[serde(rename = "override", skip_serializing_if = "Option::is_none")]
+    pub(super) by_override: Option<String>,
 }
 
 impl DecisionBody {
@@ -254,6 +265,7 @@ impl DecisionBody {
             source: d.source.as_str(),
             shadow: d.shadow,
             granted: None,
+            by_override: None,
         }
     }
 }

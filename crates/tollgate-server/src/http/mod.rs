@@ -21,6 +21,7 @@ mod json;
 mod openapi;
 #[cfg(test)]
 mod openapi_tests;
+mod overrides;
 #[cfg(test)]
 mod strict_tests;
 #[cfg(test)]
@@ -34,7 +35,7 @@ use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{MethodRouter, delete, get, post};
+use axum::routing::{MethodRouter, delete, get, post, put};
 use subtle::ConstantTimeEq;
 
 use crate::error::{Code, ServiceError};
@@ -56,6 +57,13 @@ fn routes() -> Vec<(&'static str, MethodRouter<Arc<AppState>>)> {
         ("/v1/acquire", post(api::acquire)),
         ("/v1/release", post(api::release)),
         ("/v1/keys/{policy}/{key}", delete(api::reset)),
+        ("/v1/overrides/{policy}", get(overrides::list)),
+        ("/v1/overrides/{policy}/{selector}", put(overrides::put)),
+        ("/v1/overrides/{policy}/{selector}", get(overrides::get)),
+        (
+            "/v1/overrides/{policy}/{selector}",
+            delete(overrides::delete),
+        ),
         ("/v1/policies", get(api::policies)),
         ("/healthz", get(api::healthz)),
         ("/readyz", get(api::ready)),

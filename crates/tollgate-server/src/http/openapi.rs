@@ -8,7 +8,8 @@ use utoipa::OpenApi;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 
 use super::body::*;
-use super::{api, usage};
+use super::overrides::{OverrideBody, OverridesBody, RemovedBody};
+use super::{api, overrides, usage};
 
 /// The document's source.
 #[derive(OpenApi)]
@@ -29,6 +30,10 @@ use super::{api, usage};
         api::acquire,
         api::release,
         api::reset,
+        overrides::put,
+        overrides::get,
+        overrides::delete,
+        overrides::list,
         api::policies,
         api::healthz,
         api::ready,
@@ -37,7 +42,7 @@ use super::{api, usage};
         crate::status::page,
         crate::status::stats,
     ),
-    components(schemas(CheckRequest, BatchRequest, DecisionBody, BatchBody, ErrorDetail)),
+    components(schemas(CheckRequest, BatchRequest, DecisionBody, BatchBody, ErrorDetail, OverrideBody, OverridesBody, RemovedBody)),
     modifiers(&BearerToken),
     security((), ("bearer" = [])),
 )]

@@ -47,6 +47,7 @@ pub(super) async fn state(
 ) -> Arc<AppState> {
     let config = Config::parse("test.toml", POLICIES).unwrap();
     Arc::new(AppState {
+        overrides: crate::overrides::SharedOverrides::local(),
         backend: store::build(&settings).await.unwrap(),
         policies: RwLock::new(Arc::new(config.policies)),
         token: token.map(str::to_string),

@@ -324,13 +324,22 @@ async fn serve(
     }
     let _ = out.flush();
     drop(out);
+    let redis = backend.redis.clone();
     let state = Arc::new(AppState {
+        overrides: if redis.is_some() {
+            crate::overrides::SharedOverrides::shared()
+        } else {
+            crate::overrides::SharedOverrides::local()
+        },
         backend,
         token: config.server.token.clone(),
         policies: RwLock::new(Arc::new(config.policies.clone())),
         metrics: metrics.clone(),
         status: Default::default(),
     });
+    if let Some(builder) = redis {
+        crate::overrides::start_sync(state.clone(), builder).await;
+    }
     if let Some(handle) = metrics {
         // Without an exporter task, histograms are drained here.
         tokio::spawn(async move {

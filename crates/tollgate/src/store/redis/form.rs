@@ -7,6 +7,9 @@ use super::bucket_expiry::BucketExpiry;
 use super::keys::{SERVER_WINDOW_TAG, decimal, redis_key};
 use super::server_window::ServerWindow;
 use super::{RedisStore, TimeSource};
+use std::time::Duration;
+
+use crate::algorithm::{Algorithm, FixedWindow};
 use crate::{Error, Policy};
 
 /// How a policy's state is kept on a store: its algorithm's script, or a
@@ -111,14 +114,10 @@ impl RedisStore {
 /// window of another length starts over under its own key, as it does in
 /// memory, where the window's index changes with its length).
 fn derived_window(policy: &Policy) -> Option<Form> {
-    let base = policy.base_algorithm();
-    if base == policy.algorithm() {
-        return None;
-    }
-    let (base, derived) = (
-        ServerWindow::of(base)?,
-        ServerWindow::of(policy.algorithm())?,
-    );
+    let (limit, window) = policy.base_window()?;
+    let base = FixedWindow::new(limit, Duration::from_micros(window)).ok()?;
+    let base = ServerWindow::of(&Algorithm::FixedWindow(base))?;
+    let derived = ServerWindow::of(policy.algorithm())?;
     if base.window != derived.window {
         return None;
     }

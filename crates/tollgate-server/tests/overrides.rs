@@ -1,0 +1,245 @@
+//! Overrides through `tollgate serve`, as users run it: two instances on
+//! one real `redis-server` share them (a change made on one applies on the
+//! other, an expiry ends it on both, a restarted instance loads them),
+//! the count carries over, every bad input is a named 4xx, and no
+//! decision asks Redis about overrides (`INFO commandstats`).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::service::{Service, temp_dir};
+use serde_json::Value;
+use tollgate_testkit::RedisServer;
+
+const CONFIG: &str = "[store]\ndeadline = \"10s\"\n\n[[policy]]\nname = \"api\"\nalgorithm = \"fixed_window\"\nlimit = 3\nwindow = \"1h\"\n\n[[policy]]\nname = \"bucket\"\nalgorithm = \"token_bucket\"\nrate = 1\nper = \"1h\"\nburst = 5\n";
+
+fn start(redis: &RedisServer) -> Service {
+    let dir = temp_dir();
+    let config = dir.join("tollgate.toml");
+    std::fs::write(&config, CONFIG).unwrap();
+    Service::start(&config, &["--redis", &redis.url()])
+}
+
+/// The status line and the JSON body of a response.
+fn parse(response: &str) -> (u16, Value) {
+    let status = response[9..12].parse().unwrap();
+    let body = response.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+fn check(s: &Service, policy: &str, key: &str) -> (u16, Value) {
+    parse(&s.request(
+        "POST",
+        "/v1/check",
+        &format!("{{\"policy\":\"{policy}\",\"key\":\"{key}\"}}"),
+    ))
+}
+
+/// Polls `f` until it holds, for at most 30 s (the design is within 1 s;
+/// a loaded machine gets slack, never a flaky failure).
+fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !f() {
+        assert!(Instant::now() < deadline, "never: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn commandstat(redis: &RedisServer, command: &str) -> u64 {
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut conn = client.get_connection().unwrap();
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut conn)
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+#[test]
+fn two_instances_share_overrides_through_redis() {
+    let redis = RedisServer::start();
+    let (a, b) = (start(&redis), start(&redis));
+    // The count carries over: 3 of 3 taken, then raised to 10 on `a`.
+    for _ in 0..3 {
+        assert_eq!(check(&b, "api", "acme").0, 200);
+    }
+    assert_eq!(check(&b, "api", "acme").0, 429);
+    let (status, body) = parse(&a.request("PUT", "/v1/overrides/api/acme", "{\"limit\": 10}"));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["parameters"]["limit"], 10);
+    assert_eq!(body["selector"], "acme");
+    eventually("b applies a's override", || {
+        check(&b, "api", "acme").1["override"] == "acme"
+    });
+    let response = b.request("POST", "/v1/check", "{\"policy\":\"api\",\"key\":\"acme\"}");
+    let (status, body) = parse(&response);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["limit"], 10);
+    assert!(
+        response.contains("q=10;"),
+        "RateLimit-Policy shows the override: {response}"
+    );
+    // 3 + the polls' checks + this one, of 10: never a fresh 10.
+    assert!(body["remaining"].as_u64().unwrap() < 7, "{body}");
+    // A prefix block with a ttl: applies on both, then ends on both.
+    let (status, body) = parse(&a.request(
+        "PUT",
+        "/v1/overrides/api/bot%2A",
+        "{\"action\": \"block\", \"ttl\": \"2s\"}",
+    ));
+    assert_eq!(
+        (status, &body["action"]),
+        (200, &Value::from("block")),
+        "{body}"
+    );
+    eventually("the block applies on b", || {
+        let (s, body) = check(&b, "api", "bot-1");
+        s == 429 && body["override"] == "bot*"
+    });
+    eventually("the block ends on a and b", || {
+        check(&a, "api", "bot-2").0 == 200 && check(&b, "api", "bot-3").0 == 200
+    });
+    // Read back and listed; a restarted instance loads what is stored.
+    let (status, body) = parse(&b.request("GET", "/v1/overrides/api/acme", ""));
+    assert_eq!(
+        (status, &body["parameters"]["limit"]),
+        (200, &Value::from(10))
+    );
+    let (_, list) = parse(&b.request("GET", "/v1/overrides/api", ""));
+    assert_eq!(list["overrides"].as_array().unwrap().len(), 1, "{list}");
+    drop(a);
+    let c = start(&redis);
+    eventually("a restarted instance loads the overrides", || {
+        check(&c, "api", "acme").1["override"] == "acme"
+    });
+    // No Redis call per decision to learn overrides: 300 decisions under
+    // an override take far fewer polls (one GET per policy per 250 ms).
+    let (gets, hgetalls) = (commandstat(&redis, "get"), commandstat(&redis, "hgetall"));
+    for _ in 0..300 {
+        check(&c, "api", "acme");
+    }
+    let polls = commandstat(&redis, "get") - gets;
+    assert!(polls < 150, "{polls} GETs for 300 decisions");
+    // A reload is one HGETALL per changed policy (the restarted instance
+    // may still be loading its second policy, an ended override's removal
+    // may land): a few, never one per decision.
+    let reloads = commandstat(&redis, "hgetall") - hgetalls;
+    assert!(reloads <= 4, "{reloads} HGETALLs for 300 decisions");
+    // Removed on one, gone on the other; then 404.
+    let (status, _) = parse(&c.request("DELETE", "/v1/overrides/api/acme", ""));
+    assert_eq!(status, 200);
+    eventually("the removal reaches b", || {
+        check(&b, "api", "acme").1.get("override").is_none()
+    });
+    assert_eq!(
+        parse(&b.request("GET", "/v1/overrides/api/acme", "")).0,
+        404
+    );
+    assert_eq!(
+        parse(&b.request("DELETE", "/v1/overrides/api/acme", "")).0,
+        404
+    );
+}
+
+#[test]
+fn precedence_allow_and_bad_input_in_memory() {
+    let dir = temp_dir();
+    let config = dir.join("tollgate.toml");
+    std::fs::write(&config, CONFIG.split_once("\n\n").unwrap().1).unwrap();
+    let s = Service::start(&config, &[]);
+    let put = |path: &str, body: &str| parse(&s.request("PUT", path, body));
+    assert_eq!(put("/v1/overrides/api/t%2A", "{\"limit\": 5}").0, 200);
+    assert_eq!(put("/v1/overrides/api/trial_%2A", "{\"limit\": 6}").0, 200);
+    assert_eq!(put("/v1/overrides/api/trial_1", "{\"limit\": 7}").0, 200);
+    assert_eq!(
+        put("/v1/overrides/api/health", "{\"action\": \"allow\"}").0,
+        200
+    );
+    let limit = |key: &str| {
+        let (_, body) = check(&s, "api", key);
+        (
+            body["limit"].as_u64().unwrap(),
+            body["override"].as_str().map(str::to_string),
+        )
+    };
+    assert_eq!(limit("trial_1"), (7, Some("trial_1".into())));
+    assert_eq!(limit("trial_2"), (6, Some("trial_*".into())));
+    assert_eq!(limit("tx"), (5, Some("t*".into())));
+    assert_eq!(limit("other"), (3, None));
+    for _ in 0..10 {
+        assert_eq!(
+            check(&s, "api", "health").0,
+            200,
+            "allowed, consuming nothing"
+        );
+    }
+    // Every bad input is a 4xx naming what is wrong; nothing is applied.
+    for (path, body, status, needle) in [
+        (
+            "/v1/overrides/nope/k",
+            "{\"limit\": 5}",
+            404,
+            "unknown_policy",
+        ),
+        ("/v1/overrides/api/k", "{\"rate\": 5}", 400, "`rate`"),
+        ("/v1/overrides/api/k", "{\"limit\": 0}", 400, "`limit`"),
+        ("/v1/overrides/api/k", "{\"limit\": -4}", 400, "`limit`"),
+        (
+            "/v1/overrides/api/k",
+            "{\"limit\": 4503599627370497}",
+            400,
+            "`limit`",
+        ),
+        (
+            "/v1/overrides/api/a%2Ab",
+            "{\"limit\": 5}",
+            400,
+            "`selector`",
+        ),
+        ("/v1/overrides/api/%2A", "{\"limit\": 5}", 400, "`selector`"),
+        (
+            "/v1/overrides/api/k",
+            "{\"limit\": 5, \"ttl\": \"soon\"}",
+            400,
+            "`ttl`",
+        ),
+        (
+            "/v1/overrides/api/k",
+            "{\"limit\": 5, \"colour\": 1}",
+            400,
+            "`colour`",
+        ),
+        (
+            "/v1/overrides/api/k",
+            "{\"action\": \"maybe\"}",
+            400,
+            "`action`",
+        ),
+        ("/v1/overrides/api/k", "{\"tier\": \"gold\"}", 400, "`tier`"),
+        ("/v1/overrides/api/k", "{}", 400, "override needs"),
+    ] {
+        let response = s.request("PUT", path, body);
+        let (got, _) = parse(&response);
+        assert_eq!(got, status, "{path} {body}: {response}");
+        assert!(response.contains(needle), "{path} {body}: {response}");
+    }
+    let too_long = format!("/v1/overrides/api/{}", "k".repeat(1025));
+    assert_eq!(put(&too_long, "{\"limit\": 5}").0, 400);
+    assert_eq!(parse(&s.request("GET", "/v1/overrides/api/k", "")).0, 404);
+    let (_, list) = parse(&s.request("GET", "/v1/overrides/api", ""));
+    assert_eq!(list["overrides"].as_array().unwrap().len(), 4, "{list}");
+    // A request naming a tier the policy lacks is a 400 naming `tier`.
+    let response = s.request(
+        "POST",
+        "/v1/check",
+        "{\"policy\":\"api\",\"key\":\"k\",\"tier\":\"pro\"}",
+    );
+    assert!(
+        response.starts_with("HTTP/1.1 400") && response.contains("`tier`"),
+        "{response}"
+    );
+}
