@@ -239,7 +239,7 @@ fn precedence_allow_and_bad_input_in_memory() {
         "{\"policy\":\"api\",\"key\":\"k\",\"tier\":\"pro\"}",
     );
     assert!(
-        response.starts_with("HTTP/1.1 400") && response.contains("`tier`"),
+        response.starts_with("HTTP/1.1 400") && response.contains("has no tier"),
         "{response}"
     );
 }

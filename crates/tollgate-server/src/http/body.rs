@@ -38,7 +38,7 @@ pub(super) struct CheckRequest<'a> {
 impl<'a> CheckRequest<'a> {
     /// A single check.
     pub(super) fn parse(obj: &'a Map<String, Value>) -> Result<Self, ServiceError> {
-        only(obj, &["policy", "key", "cost", "at_most"])?;
+        only(obj, &["policy", "key", "cost", "at_most", "tier"])?;
         Self::fields(obj)
     }
 
