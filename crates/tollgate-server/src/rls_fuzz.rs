@@ -176,6 +176,7 @@ fn state(runtime: &tokio::runtime::Runtime) -> Arc<AppState> {
         token: None,
         metrics: None,
         status: Default::default(),
+        overrides: crate::overrides::SharedOverrides::local(),
     })
 }
 
