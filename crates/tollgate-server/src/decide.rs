@@ -1,6 +1,7 @@
 //! The one decision path both front ends take: the policy looked up in
 //! the snapshot, the store called, the decisions counted (for the status
-//! page, and in the metrics unless a resilient store counts them itself), and any failure classified
+//! page, and in `tollgate_decisions_total`: here and only here, whatever
+//! the store stack, see [`count`]), and any failure classified
 //! (`error.rs`). HTTP (`http/api.rs`) and gRPC (`grpc.rs`) only parse
 //! requests and write answers around it.
 
@@ -57,16 +58,22 @@ pub(crate) fn policy<'a>(set: &'a PolicySet, name: &str) -> Result<&'a Policy, S
         .ok_or_else(|| ServiceError::new(Code::UnknownPolicy, format!("no policy named {name:?}")))
 }
 
+/// Counts one decision the service answers in `tollgate_decisions_total`,
+/// by its policy, outcome and `source` (`lease`, `cache`, `store`,
+/// `fallback`). The one place decisions are counted: no store counts
+/// them, so a decision answered by a lease, the deny cache, Redis or the
+/// failure policy, on any stack, is counted once. ERL mode's
+/// `tollgate_policy` rules call it too.
+pub(crate) fn count(policy: &Policy, decision: &Decision) {
+    tollgate::metrics::record_decision(policy.name(), decision);
+}
+
 impl AppState {
-    /// Counts decisions for the status page, and in the metrics when no
-    /// resilient store counts them already.
+    /// Counts decisions for the status page and in the metrics.
     fn record<'p>(&self, decided: impl IntoIterator<Item = (&'p Policy, &'p Decision)>) {
-        let metrics = self.backend.resilient.is_none();
         for (p, d) in decided {
             self.status.stats.record(p.name(), d.allowed && !d.shadow);
-            if metrics {
-                tollgate::metrics::record_decision(p.name(), d);
-            }
+            count(p, d);
         }
     }
 

@@ -5,9 +5,16 @@
 //! No label ever holds a user key: label values are policy names, outcomes,
 //! sources, error kinds and states, a small fixed set.
 //!
+//! Decisions are counted by whoever answers the caller, not by the
+//! stores: a stack of stores (a leasing store over a resilient one over
+//! Redis) answers each check in one of them, and counting in each would
+//! miss or repeat some. Call [`record_decision`] once per decision you
+//! return (`tollgate serve` does, in its one decision path); the
+//! decision's [`Source`](crate::Source) says which layer answered.
+//!
 //! | name | kind | labels |
 //! |---|---|---|
-//! | `tollgate_decisions_total` | counter | `policy`, `outcome` (`allowed`, `denied`), `source` (`store`, `fallback`, `cache`) |
+//! | `tollgate_decisions_total` | counter | `policy`, `outcome` (`allowed`, `denied`), `source` (`store`, `fallback`, `cache`, `lease`) |
 //! | `tollgate_store_errors_total` | counter | `kind` (`io`, `timeout`, `busy`, `oom`, `cluster`, …) |
 //! | `tollgate_breaker_state` | gauge | 0 closed, 1 open |
 //! | `tollgate_breaker_transitions_total` | counter | `to` (`closed`, `open`) |
@@ -65,11 +72,9 @@ pub const MASTER_SWITCHES: &str = "tollgate_master_switches_total";
 /// later slot denied (with the `redis` feature).
 pub const BATCH_REFUNDS: &str = "tollgate_batch_refunds_total";
 
-/// Counts one decision of `policy`. [`ResilientStore`] calls it for every
-/// decision it returns; callers that use another store directly can call it
-/// themselves.
-///
-/// [`ResilientStore`]: crate::store::resilient::ResilientStore
+/// Counts one decision of `policy`, with its outcome and source, and a
+/// shadow denial when it is one. No store calls it: the caller that
+/// answers the decision does, once (see the module).
 pub fn record_decision(policy: &str, decision: &Decision) {
     let outcome = if decision.allowed {
         "allowed"

@@ -43,8 +43,10 @@ pub(crate) fn key(domain: &str, entries: &[(&str, &str)], shared: &[(usize, &str
     crate::descriptor::key(domain, &entries)
 }
 
-/// Each request's decision, in order, all in one store call; `None` for
-/// a cost above its policy's limit (never admitted, not sent).
+/// Each request's decision, in order, all in one store call, each counted
+/// in `tollgate_decisions_total`; `None` for a cost above its policy's
+/// limit (never admitted, not sent, not a decision of the policy: not
+/// counted).
 pub(crate) async fn decide(
     store: Option<&dyn Store>,
     requests: &[Request<'_>],
@@ -73,7 +75,13 @@ pub(crate) async fn decide(
     .into_iter();
     Ok(requests
         .iter()
-        .map(|r| if fits(r) { decided.next() } else { None })
+        .map(|r| {
+            let d = fits(r).then(|| decided.next()).flatten();
+            if let Some(d) = &d {
+                crate::decide::count(r.policy, d);
+            }
+            d
+        })
         .collect())
 }
 

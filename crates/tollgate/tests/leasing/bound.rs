@@ -151,7 +151,7 @@ pub(crate) async fn hammer(
 /// No window admits more than its limit: counting each admission whose
 /// call lay wholly inside one window there (an admission straddling a
 /// boundary may belong to either, and is left out).
-fn within_each_window(admissions: &[Admission], policy: &Policy) {
+pub(crate) fn within_each_window(admissions: &[Admission], policy: &Policy) {
     let window = policy.time_span().as_micros() as u64;
     let mut per_window = std::collections::BTreeMap::<u64, u64>::new();
     for (before, after, _) in admissions {

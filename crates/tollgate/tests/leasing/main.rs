@@ -5,11 +5,14 @@
 //! bucket's own bound, `burst + rate·T` (`bound.rs`); a bucket's idle
 //! lease goes back exactly, and with refunds the bound still holds
 //! (`refund.rs`); through an outage, held leases are spent and then the
-//! failure policy answers (`outage.rs`).
+//! failure policy answers (`outage.rs`); a flooded key is denied locally,
+//! its script calls within their bound, and a reset or refund elsewhere
+//! ends the local denials within a second (`flood.rs`).
 
 #![cfg(feature = "redis")]
 
 mod bound;
+mod flood;
 mod outage;
 mod refund;
 

@@ -112,6 +112,13 @@ impl LeasingStore {
         self.inner.now()
     }
 
+    /// Ends this instance's local denial of `key`, if any.
+    fn lift_denial(&self, policy: &Policy, key: &[u8]) {
+        if let Some(slot) = self.inner.slots.read().get(&KeyRef::new(policy, key)) {
+            slot.deny_until(0);
+        }
+    }
+
     /// The key's slot, made (or remade, for a policy changed under its
     /// name) when needed.
     #[inline]
@@ -137,7 +144,8 @@ impl LeasingStore {
         slot
     }
 
-    /// Answers from the lease when it holds `cost` (no store call), under
+    /// Answers from the lease when it holds `cost`, or denies when a short
+    /// take said the key is saturated until later (no store call), under
     /// the map's read lock: the slot is borrowed, not cloned, so spending
     /// touches no reference count.
     #[inline]
@@ -148,25 +156,25 @@ impl LeasingStore {
             return None;
         }
         let now = self.now();
-        slot.spend(now, cost).map(|left| slot.decision(now, left))
+        answer(slot, now, cost)
     }
 
     async fn leased_check(&self, policy: &Policy, key: &[u8], cost: u64) -> Result<Decision> {
         self.start_sweeping();
         loop {
             let slot = self.slot(policy, key);
-            let now = self.now();
-            if let Some(left) = slot.spend(now, cost) {
-                return Ok(slot.decision(now, left));
+            if let Some(d) = answer(&slot, self.now(), cost) {
+                return Ok(d);
             }
-            // One batch at a time; whoever waited may find it taken.
+            // One batch at a time; whoever waited may find it taken (or
+            // the key saturated).
             let mut taken = slot.refill.lock().await;
             if slot.gone.load(Ordering::Acquire) {
                 continue;
             }
             let now = self.now();
-            if let Some(left) = slot.spend(now, cost) {
-                return Ok(slot.decision(now, left));
+            if let Some(d) = answer(&slot, now, cost) {
+                return Ok(d);
             }
             match self.take(&slot, &mut taken, policy, key, cost, now).await? {
                 Took::Decided(d) => return Ok(d),
@@ -196,6 +204,16 @@ impl LeasingStore {
             weak,
             Duration::from_micros(self.inner.interval),
         ));
+    }
+}
+
+/// The lease's answer without the store: an admission from the units it
+/// holds, or a local denial while a short take's retry runs.
+#[inline]
+fn answer(slot: &Slot, now: u64, cost: u64) -> Option<Decision> {
+    match slot.spend(now, cost) {
+        Some(left) => Some(slot.decision(now, left)),
+        None => slot.denial(now, cost),
     }
 }
 
@@ -273,6 +291,10 @@ impl Store for LeasingStore {
         op: Usage,
         cost: u64,
     ) -> BoxFuture<'a, Result<Decision>> {
+        if op == Usage::Refund {
+            // A refund may end the saturation this instance denies for.
+            self.lift_denial(policy, key);
+        }
         self.inner.store.usage(policy, key, op, cost)
     }
 
@@ -293,6 +315,7 @@ impl Store for LeasingStore {
         stamp: Stamp,
         units: u64,
     ) -> BoxFuture<'a, Result<Option<Decision>>> {
+        self.lift_denial(policy, key);
         self.inner.store.refund_held(policy, key, stamp, units)
     }
 }

@@ -34,6 +34,12 @@ pub(super) struct Slot {
     /// resets (µs): what leased decisions estimate from.
     remaining: AtomicU64,
     reset_at: AtomicU64,
+    /// Until when (µs) a check the lease cannot answer is denied here,
+    /// without the store: set by a take that granted less than it asked
+    /// (0: none). Units denied here since the last take, which the next
+    /// batch is sized from as the traffic they are.
+    denied_until: AtomicU64,
+    denied: AtomicU64,
     /// Set, under the refill lock, once the slot has left the map (reset,
     /// forgotten, replaced): a batch taken into it would never be spent.
     pub(super) gone: AtomicBool,
@@ -70,6 +76,8 @@ pub(super) struct Taken {
     pub(super) at: u64,
     pub(super) units: u64,
     pub(super) stamp: Option<(u64, Stamp)>,
+    /// Whether it was granted less than it asked: the key is saturated.
+    pub(super) short: bool,
 }
 
 impl Slot {
@@ -80,11 +88,14 @@ impl Slot {
             until: AtomicU64::new(0),
             remaining: AtomicU64::new(policy.limit()),
             reset_at: AtomicU64::new(now),
+            denied_until: AtomicU64::new(0),
+            denied: AtomicU64::new(0),
             gone: AtomicBool::new(false),
             refill: tokio::sync::Mutex::new(Taken {
                 at: now,
                 units: 0,
                 stamp: None,
+                short: false,
             }),
             seen: AtomicU64::new(0),
             quiet: AtomicU32::new(0),
@@ -201,8 +212,43 @@ impl Slot {
             .flatten()
     }
 
+    /// A local denial of `cost` at `now`, if a short take set one that has
+    /// not run out: `retry_after` and `reset_after` counted down from the
+    /// store's answer, `remaining` the store's then and what is held here.
+    #[inline]
+    pub(super) fn denial(&self, now: u64, cost: u64) -> Option<Decision> {
+        let until = self.denied_until.load(Ordering::Acquire);
+        if now >= until {
+            return None;
+        }
+        self.denied.fetch_add(cost, Ordering::Relaxed);
+        let reset_at = self.reset_at.load(Ordering::Relaxed);
+        let remaining = self.remaining().saturating_add(self.held(now));
+        let mut d = Decision::from_micros(
+            false,
+            self.policy.limit(),
+            remaining,
+            reset_at.saturating_sub(now),
+            until - now,
+            0,
+        );
+        d.source = Source::Lease;
+        Some(d)
+    }
+
+    /// Denies locally until `until` (µs; 0 lifts a denial).
+    pub(super) fn deny_until(&self, until: u64) {
+        self.denied_until.store(until, Ordering::Release);
+    }
+
+    /// The units denied here since the last call, which it starts again.
+    pub(super) fn take_denied(&self) -> u64 {
+        self.denied.swap(0, Ordering::Relaxed)
+    }
+
     /// Empties the lease (a reset, or the slot replaced).
     pub(super) fn clear(&self) {
+        self.deny_until(0);
         let _ = self.publish(&Batch::default(), 0);
     }
 

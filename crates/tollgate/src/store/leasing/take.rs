@@ -18,26 +18,42 @@ pub(super) enum Took {
     Failed,
 }
 
-/// How many units to hold after the next batch: what this key used here
-/// over the last batch's life (`spent` in `elapsed` µs), scaled to one
-/// `interval`, and at least `cost`; at most the store's `remaining` over
-/// twice the expected `instances` (but never below `cost`), so that near
-/// the limit a batch is one request.
+/// A saturated key (its last take was granted less than it asked) is
+/// paced over this many lease intervals: a bucket's batch is held that
+/// long (within the bucket's own bound, see [`bucket_hold`]), and a
+/// sliding window's or a bucket's short take is followed by the next no
+/// sooner.
+pub(super) const SATURATED_INTERVALS: u64 = 5;
+
+/// The longest local denial (µs) when the lease interval is shorter than
+/// it: a saturated key is asked again at least this often, whatever the
+/// store's `retry_after`. It bounds how long a refund, reset or override
+/// made elsewhere goes unseen here.
+pub(super) const MAX_LOCAL_DENIAL: u64 = 1_000_000;
+
+/// How many units to hold after the next batch: what this key was asked
+/// for here over the last batch's life (`spent` in `elapsed` µs, denials
+/// included), scaled to `span` µs, and at least `cost`; at most the
+/// larger of the store's `remaining` over twice the expected `instances`
+/// and twice this instance's share of what the key `regains` over its
+/// pace (but never below `cost`). Near a window's limit a batch is one
+/// request; a saturated bucket or sliding window is taken from in
+/// batches of its refill.
 pub(super) fn batch_size(
     spent: u64,
     elapsed: u64,
-    interval: u64,
+    span: u64,
     remaining: u64,
     instances: u64,
     cost: u64,
+    regains: u64,
 ) -> u64 {
     let rate = match elapsed {
         0 => spent,
-        _ => (u128::from(spent) * u128::from(interval) / u128::from(elapsed)) as u64,
+        _ => (u128::from(spent) * u128::from(span) / u128::from(elapsed)) as u64,
     };
-    rate.min(remaining / (2 * instances))
-        .max(cost)
-        .min(MAX_UNITS)
+    let share = (remaining / (2 * instances)).max(regains.saturating_mul(2) / instances);
+    rate.min(share).max(cost).min(MAX_UNITS)
 }
 
 impl LeasingStore {
@@ -56,18 +72,25 @@ impl LeasingStore {
         let window = window_micros(policy);
         // Only a window's units outlive a batch (until the window ends).
         let kept = if window.is_some() { slot.held(now) } else { 0 };
+        // A saturated key is paced over several intervals.
+        let pace = match taken.short {
+            true => SATURATED_INTERVALS * interval,
+            false => interval,
+        };
         // A bucket's batch lapses `hold` after it is taken, and the store
         // records it as taken then.
-        let hold = bucket_hold(policy, interval, cost);
+        let full_hold = bucket_hold(policy, pace, cost);
+        let pace = full_hold.unwrap_or(pace);
         let size = batch_size(
-            taken.units.saturating_sub(slot.units()),
+            taken.units.saturating_sub(slot.units()) + slot.take_denied(),
             now.saturating_sub(taken.at),
             // A bucket's batch is sized for half its life, so that it is
             // spent before it lapses.
-            hold.map_or(interval, |h| h / 2),
+            full_hold.map_or(interval, |h| h / 2),
             slot.remaining(),
             self.inner.instances,
             cost,
+            regains(policy, pace),
         );
         let sent = self.now();
         self.inner
@@ -77,7 +100,7 @@ impl LeasingStore {
         // A batch of just this check is admitted now, with nothing left to
         // spend later: it needs no hold, so near the limit a bucket's lease
         // is the plain check, with no hold's refill given up.
-        let hold = hold.map(|h| if ask <= cost { 0 } else { h });
+        let hold = full_hold.map(|h| if ask <= cost { 0 } else { h });
         let store = &self.inner.store;
         // A bucket's batch comes with the stamp that gives back exactly
         // what is left of it (see sweep.rs).
@@ -122,12 +145,25 @@ impl LeasingStore {
         taken.at = sent;
         taken.units = admitted.map_or_else(|held| held, |left| left + cost);
         taken.stamp = stamp.map(|s| (Slot::generation(slot.word()), s));
+        // Granted less than it asked: the key is saturated, and once what
+        // was granted is spent this instance denies here until capacity
+        // returns (or its pace has passed).
+        taken.short = d.granted < ask;
+        let retry = match taken.short {
+            true => sent + local_wait(window, &d, pace),
+            false => 0,
+        };
+        slot.deny_until(retry);
         Ok(Took::Decided(match admitted {
             Ok(left) => slot.decision(self.now(), left),
             Err(_) => {
                 let mut denied = d;
                 denied.allowed = false;
                 denied.granted = 0;
+                if taken.short {
+                    let wait = retry.saturating_sub(self.now());
+                    denied.retry_after = Duration::from_micros(wait);
+                }
                 denied
             }
         }))
@@ -152,6 +188,41 @@ fn bucket_hold(policy: &Policy, interval: u64, cost: u64) -> Option<u64> {
     Some(interval.min(refill / 2))
 }
 
+/// How long (µs) after a short take, answered `d`, this instance denies
+/// locally: until the store's `retry_after` (a fixed window spent to 0
+/// returns at its reset), and no sooner than `pace` for a sliding window
+/// or a bucket, whose capacity comes back a unit at a time and waits in
+/// the store meanwhile; at most [`MAX_LOCAL_DENIAL`] (or the pace).
+fn local_wait(window: Option<u64>, d: &Decision, pace: u64) -> u64 {
+    let micros = |t: Duration| u64::try_from(t.as_micros()).unwrap_or(u64::MAX);
+    let fixed = window == Some(0);
+    let retry = if !d.allowed {
+        micros(d.retry_after)
+    } else if fixed && d.remaining == 0 {
+        micros(d.reset_after)
+    } else {
+        0
+    };
+    let pace = if fixed { 0 } else { pace };
+    retry.max(pace).min(MAX_LOCAL_DENIAL.max(pace))
+}
+
+/// The units `policy` regains in `span` µs: a bucket's refill, a sliding
+/// window's limit over its window; none for a fixed window, whose units
+/// come back when it turns.
+fn regains(policy: &Policy, span: u64) -> u64 {
+    let rate = match policy.algorithm() {
+        Algorithm::TokenBucket(a) => a.rate(),
+        Algorithm::Gcra(a) => a.rate(),
+        Algorithm::SlidingWindow(a) => {
+            let per = u128::from(a.window_micros().max(1));
+            return (u128::from(policy.limit()) * u128::from(span) / per) as u64;
+        }
+        _ => return 0,
+    };
+    (u128::from(span) * u128::from(rate.units_per_micro) / u128::from(rate.units_per_token)) as u64
+}
+
 /// A window's length in µs (0 for a fixed window, whose state resets when
 /// the window ends); `None` for a bucket.
 fn window_micros(policy: &Policy) -> Option<u64> {
@@ -166,8 +237,8 @@ fn window_micros(policy: &Policy) -> Option<u64> {
 mod tests {
     use std::time::Duration;
 
-    use super::{batch_size, bucket_hold};
-    use crate::Policy;
+    use super::{MAX_LOCAL_DENIAL, batch_size, bucket_hold, local_wait, regains};
+    use crate::{Decision, Policy};
 
     #[test]
     fn a_buckets_hold_is_the_interval_or_half_its_refill_from_burst_less_cost() {
@@ -188,13 +259,61 @@ mod tests {
     #[test]
     fn a_batch_follows_the_rate_and_shrinks_near_the_limit() {
         // 500 units in 10 ms, sized for 20 ms: 1,000, with room for it.
-        assert_eq!(batch_size(500, 10_000, 20_000, 1 << 30, 3, 1), 1_000);
+        assert_eq!(batch_size(500, 10_000, 20_000, 1 << 30, 3, 1, 0), 1_000);
         // A quiet key: the request itself.
-        assert_eq!(batch_size(0, 10_000, 20_000, 1 << 30, 3, 5), 5);
+        assert_eq!(batch_size(0, 10_000, 20_000, 1 << 30, 3, 5, 0), 5);
         // At most remaining / (2 · instances)...
-        assert_eq!(batch_size(500, 10_000, 20_000, 600, 3, 1), 100);
-        // ...and near the limit a single request.
-        assert_eq!(batch_size(500, 10_000, 20_000, 5, 3, 1), 1);
-        assert_eq!(batch_size(500, 10_000, 20_000, 5, 3, 4), 4);
+        assert_eq!(batch_size(500, 10_000, 20_000, 600, 3, 1, 0), 100);
+        // ...and near a window's limit a single request.
+        assert_eq!(batch_size(500, 10_000, 20_000, 5, 3, 1, 0), 1);
+        assert_eq!(batch_size(500, 10_000, 20_000, 5, 3, 4, 0), 4);
+        // A saturated bucket regaining 300 over its pace: twice a third.
+        assert_eq!(batch_size(500, 10_000, 20_000, 0, 3, 1, 300), 200);
+        // ...but never more than this instance was asked for.
+        assert_eq!(batch_size(50, 10_000, 20_000, 0, 3, 1, 300), 100);
+    }
+
+    #[test]
+    fn what_a_policy_regains_over_a_span() {
+        let s = Duration::from_secs(1);
+        let tb = Policy::token_bucket("tb", 1_000, s, 200).unwrap();
+        assert_eq!(regains(&tb, 20_000), 20);
+        let g = Policy::gcra("g", 3, Duration::from_millis(1), 10).unwrap();
+        assert_eq!(regains(&g, 100_000), 300);
+        let sw = Policy::sliding_window("sw", 3_000, Duration::from_secs(2)).unwrap();
+        assert_eq!(regains(&sw, 100_000), 150);
+        let fw = Policy::fixed_window("fw", 3_000, Duration::from_secs(2)).unwrap();
+        assert_eq!(regains(&fw, 100_000), 0);
+    }
+
+    #[test]
+    fn a_local_denial_lasts_until_the_retry_paced_and_capped() {
+        let denied = |retry: u64, reset: u64| Decision::from_micros(false, 10, 0, reset, retry, 0);
+        let spent = Decision::from_micros(true, 10, 0, 700_000, 0, 0);
+        let partial = Decision::from_micros(true, 10, 3, 700_000, 0, 0);
+        // A fixed window: its retry, or its reset when spent to 0; no pace.
+        assert_eq!(
+            local_wait(Some(0), &denied(300_000, 300_000), 100_000),
+            300_000
+        );
+        assert_eq!(local_wait(Some(0), &denied(5_000, 5_000), 100_000), 5_000);
+        assert_eq!(local_wait(Some(0), &spent, 100_000), 700_000);
+        assert_eq!(local_wait(Some(0), &partial, 100_000), 0);
+        // A sliding window or a bucket: at least the pace.
+        assert_eq!(
+            local_wait(Some(2_000_000), &denied(700, 0), 100_000),
+            100_000
+        );
+        assert_eq!(local_wait(None, &spent, 99_500), 99_500);
+        assert_eq!(local_wait(None, &denied(400_000, 0), 99_500), 400_000);
+        // At most a second (a key in debt for a minute is asked again).
+        assert_eq!(
+            local_wait(None, &denied(60_000_000, 0), 99_500),
+            MAX_LOCAL_DENIAL
+        );
+        assert_eq!(
+            local_wait(None, &denied(60_000_000, 0), 2_000_000),
+            2_000_000
+        );
     }
 }

@@ -22,7 +22,6 @@ pub use self::on_failure::OnFailure;
 use self::probe::Probe;
 use super::{BoxFuture, HeldGrant, Lease, Request, Stamp, Store, validate};
 use crate::algorithm::{LeaseId, Usage};
-use crate::metrics;
 use crate::{Clock, Decision, Error, Policy, Result};
 
 /// A [`Store`] that survives the failures of its primary store. See the
@@ -82,13 +81,6 @@ impl ResilientStore {
     pub fn deny_cache_keys(&self) -> Option<usize> {
         self.inner.deny_cache.as_ref().map(DenyCache::len)
     }
-
-    fn record(policy: &Policy, result: Result<Decision>) -> Result<Decision> {
-        if let Ok(d) = &result {
-            metrics::record_decision(policy.name(), d);
-        }
-        result
-    }
 }
 
 impl Store for ResilientStore {
@@ -104,7 +96,7 @@ impl Store for ResilientStore {
             if let Some(cache) = &self.inner.deny_cache
                 && let Some(d) = cache.lookup(policy, key, cost, sent)
             {
-                return Self::record(policy, Ok(d.shadowed(policy)));
+                return Ok(d.shadowed(policy));
             }
             let result = match self
                 .attempt(|| self.inner.primary.check(policy, key, cost))
@@ -121,7 +113,7 @@ impl Store for ResilientStore {
                     self.inner.fallback.check(mode, policy, key, cost, None)
                 }
             };
-            Self::record(policy, result.map(|d| d.shadowed(policy)))
+            result.map(|d| d.shadowed(policy))
         })
     }
 
@@ -144,7 +136,7 @@ impl Store for ResilientStore {
                     (self.inner.fallback).check(mode, policy, key, cost, Some(max_wait))
                 }
             };
-            Self::record(policy, result)
+            result
         })
     }
 
@@ -171,7 +163,6 @@ impl Store for ResilientStore {
             if let Ok(decisions) = &mut result {
                 for (r, d) in requests.iter().zip(decisions) {
                     *d = d.shadowed(r.policy);
-                    metrics::record_decision(r.policy.name(), d);
                 }
             }
             result
@@ -195,9 +186,6 @@ impl Store for ResilientStore {
                     self.inner.fallback.acquire_lease(mode, policy, key)
                 }
             };
-            if let Ok(l) = &lease {
-                metrics::record_decision(policy.name(), &l.decision);
-            }
             lease
         })
     }
