@@ -223,3 +223,53 @@ fn the_extension_key_needs_the_switch_and_a_known_policy() {
     assert!(line.contains("[erl] applies in ERL mode only"), "{line}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Every decision of a `tollgate_policy` rule is counted once in
+/// `tollgate_decisions_total` (with its source: Redis, then the deny
+/// cache), as the service's own API counts them.
+#[tokio::test]
+async fn a_policy_rules_decisions_are_counted_once() {
+    let redis = RedisServer::start();
+    let (dir, toml) = setup();
+    let redis_addr = redis.addr().to_string();
+    let toml_arg = toml.display().to_string();
+    let svc = Service::start_with(
+        &dir.join("erl"),
+        &["--erl-extensions", "--config", &toml_arg],
+        &[("REDIS_URL", redis_addr.as_str())],
+    );
+    let mut client = svc.client().await;
+    let (mut ok, mut over) = (0, 0);
+    for user in ["ann", "ann", "ann", "ann", "ann", "ben", "ann", "ben"] {
+        let r = ask(&mut client, request("edge", &[("user", user)]))
+            .await
+            .unwrap();
+        if r.statuses[0].code == Code::Ok as i32 {
+            ok += 1;
+        } else {
+            over += 1;
+        }
+    }
+    for _ in 0..4 {
+        let (status, _) = svc.json(
+            json!({"domain": "edge", "descriptors": [{"entries": [{"key": "user", "value": "cat"}]}]}),
+        );
+        if status == 200 { ok += 1 } else { over += 1 }
+    }
+    let (status, metrics) = svc.http("GET", "/metrics", "");
+    assert_eq!(status, 200);
+    let sum = |outcome: &str| -> u64 {
+        metrics
+            .lines()
+            .filter(|l| {
+                l.starts_with("tollgate_decisions_total{")
+                    && l.contains("policy=\"smooth\"")
+                    && l.contains(&format!("outcome=\"{outcome}\""))
+            })
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+            .sum()
+    };
+    assert_eq!((sum("allowed"), sum("denied")), (ok, over), "{metrics}");
+    assert!(metrics.contains("source=\"cache\""), "{metrics}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -9,8 +9,17 @@
 //! proves that every cost ≥ `c` is denied until `sent + r`. Smaller costs,
 //! and everything after that moment, go to the store. Concurrency policies
 //! are never cached: a release anywhere frees a lease at once. The one
-//! thing the cache cannot see is a reset of the key through another
-//! instance; a reset through this store forgets the key here too.
+//! thing the cache cannot see is a reset or a refund of the key through
+//! another instance: until the denial's `retry_after` (at most one retry
+//! interval) it stays stricter than the store; a reset or refund through
+//! this store forgets the key here at once.
+//!
+//! A denial is remembered however long its `retry_after` (a window's end,
+//! a bucket with a slow rate or in debt), since the store stands by it.
+//! One shorter than the threshold (10 ms in a `ResilientStore`) is not:
+//! under a flood, a fast bucket's denials (1 ms apart at 1,000 a second)
+//! each cost a store call, which leases answer locally instead (see
+//! [`LeasingStore`](crate::store::leasing::LeasingStore)).
 //!
 //! [`ResilientStore`](super::ResilientStore) keeps one in front of its
 //! primary store; it is public for callers that make their own store calls
