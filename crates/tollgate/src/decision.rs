@@ -15,8 +15,9 @@ pub enum Source {
     Fallback,
     /// A local cache of an earlier denial by the store.
     Cache,
-    /// A lease: capacity this instance took from the store in a batch
-    /// (see [`LeasingStore`](crate::store::leasing::LeasingStore)).
+    /// A lease: capacity this instance took from the store in a batch,
+    /// or a denial while a flooded key waits for its next batch (see
+    /// [`LeasingStore`](crate::store::leasing::LeasingStore)).
     Lease,
 }
 

@@ -225,8 +225,9 @@ fn the_extension_key_needs_the_switch_and_a_known_policy() {
 }
 
 /// Every decision of a `tollgate_policy` rule is counted once in
-/// `tollgate_decisions_total` (with its source: Redis, then the deny
-/// cache), as the service's own API counts them.
+/// `tollgate_decisions_total`, with its source (Redis: a rule's
+/// descriptors go to the store as one batch), as the service's own API
+/// counts them.
 #[tokio::test]
 async fn a_policy_rules_decisions_are_counted_once() {
     let redis = RedisServer::start();
@@ -270,6 +271,6 @@ async fn a_policy_rules_decisions_are_counted_once() {
             .sum()
     };
     assert_eq!((sum("allowed"), sum("denied")), (ok, over), "{metrics}");
-    assert!(metrics.contains("source=\"cache\""), "{metrics}");
+    assert!(metrics.contains("source=\"store\""), "{metrics}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
