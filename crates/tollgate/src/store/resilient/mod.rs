@@ -126,7 +126,7 @@ impl Store for ResilientStore {
     ) -> BoxFuture<'a, Result<Decision>> {
         Box::pin(async move {
             validate::reserve(policy, key, cost, max_wait)?;
-            let result = match self
+            match self
                 .attempt(|| self.inner.primary.reserve(policy, key, cost, max_wait))
                 .await
             {
@@ -135,8 +135,7 @@ impl Store for ResilientStore {
                     let mode = self.on_failure_for(policy);
                     (self.inner.fallback).check(mode, policy, key, cost, Some(max_wait))
                 }
-            };
-            result
+            }
         })
     }
 
@@ -176,7 +175,7 @@ impl Store for ResilientStore {
     ) -> BoxFuture<'a, Result<Lease>> {
         Box::pin(async move {
             validate::lease(policy, key, "acquire_lease")?;
-            let lease = match self
+            match self
                 .attempt(|| self.inner.primary.acquire_lease(policy, key))
                 .await
             {
@@ -185,8 +184,7 @@ impl Store for ResilientStore {
                     let mode = self.on_failure_for(policy);
                     self.inner.fallback.acquire_lease(mode, policy, key)
                 }
-            };
-            lease
+            }
         })
     }
 
