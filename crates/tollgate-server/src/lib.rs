@@ -56,12 +56,57 @@ enum Command {
 /// Parses the command line and runs the subcommand it names; returns the
 /// process's exit code.
 pub fn run() -> i32 {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(arguments(std::env::args_os()));
     match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Check(args) => check::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Validate(args) => validate::run(args),
         Command::Simulate(args) => simulate::run(args),
+    }
+}
+
+/// The command line, as `tollgate`'s own. Started as `ratelimit` (the
+/// image's `/bin/ratelimit` is a link to `tollgate`, where
+/// envoyproxy/ratelimit's deployments run `/bin/ratelimit`), it is
+/// `tollgate serve --erl` followed by the arguments given, so that
+/// replacing ERL's image is the only change such a deployment needs.
+fn arguments(args: impl IntoIterator<Item = std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let mut args: Vec<_> = args.into_iter().collect();
+    let called = args
+        .first()
+        .and_then(|a| std::path::Path::new(a).file_name())
+        .is_some_and(|name| name == "ratelimit");
+    if called {
+        args.splice(0..1, ["tollgate", "serve", "--erl"].map(Into::into));
+    }
+    args
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsString;
+
+    fn arguments(args: &[&str]) -> Vec<OsString> {
+        super::arguments(args.iter().map(OsString::from))
+    }
+
+    #[test]
+    fn started_as_ratelimit_it_serves_in_erl_mode() {
+        assert_eq!(
+            arguments(&["/bin/ratelimit"]),
+            ["tollgate", "serve", "--erl"]
+        );
+        assert_eq!(
+            arguments(&["ratelimit", "--listen", "127.0.0.1:0"]),
+            ["tollgate", "serve", "--erl", "--listen", "127.0.0.1:0"]
+        );
+        for own in [
+            &["tollgate", "serve"][..],
+            &["/usr/local/bin/tollgate", "--version"],
+            &["/bin/ratelimit-client"],
+        ] {
+            assert_eq!(arguments(own), own);
+        }
     }
 }

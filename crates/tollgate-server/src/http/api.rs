@@ -292,12 +292,12 @@ pub(super) async fn healthz() -> &'static str {
 }
 
 /// Readiness: 200 while decisions are served (by the store, or by a
-/// fallback that answers), 503 when they would fail.
+/// fallback that answers), 503 when they would fail. No token needed, as
+/// for `/healthz`: Kubernetes' probes cannot send one.
 #[utoipa::path(get, path = "/readyz", tag = "operations",
     responses(
         (status = 200, description = "Serving", body = ReadyBody),
         (status = 503, description = "The breaker is open under `on_failure = \"deny\"`", body = ReadyBody),
-        (status = 401, description = "A token is configured and the bearer token is missing or wrong", body = ErrorBody),
     ))]
 pub(super) async fn ready(State(state): State<Arc<AppState>>) -> Response {
     let store = state.backend.describe();

@@ -90,17 +90,19 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-/// With a token configured, every endpoint but `/healthz` and the status
-/// page itself (`/`, which holds no data: it asks for the token and sends
-/// it to `/v1/stats`) wants `Authorization: Bearer <token>`, compared in
-/// constant time.
+/// With a token configured, every endpoint but `/healthz`, `/readyz` (the
+/// probes of an orchestrator, which cannot read the token from a secret:
+/// they learn the store's address without its credentials, and whether it
+/// answers) and the status page itself (`/`, which holds no data: it asks
+/// for the token and sends it to `/v1/stats`) wants `Authorization: Bearer
+/// <token>`, compared in constant time.
 async fn authenticate(
     State(state): State<Arc<AppState>>,
     request: Request,
     next: Next,
 ) -> Response {
     if let Some(token) = &state.token
-        && !matches!(request.uri().path(), "/healthz" | "/")
+        && !matches!(request.uri().path(), "/healthz" | "/readyz" | "/")
     {
         let given = request
             .headers()

@@ -311,8 +311,10 @@ async fn every_bad_request_has_its_code_and_status() {
     );
 }
 
+/// The probes' endpoints answer without it: Kubernetes cannot put a
+/// secret in a probe's headers.
 #[tokio::test]
-async fn a_token_guards_everything_but_healthz() {
+async fn a_token_guards_everything_but_the_probes() {
     let s = state(StoreSettings::default(), Some("s3cret"), false).await;
     let r = get(&s, "/v1/policies").await;
     assert_eq!(r.error(StatusCode::UNAUTHORIZED), "unauthorized");
@@ -327,6 +329,11 @@ async fn a_token_guards_everything_but_healthz() {
         .unwrap();
     assert_eq!(send(&s, right).await.status, StatusCode::OK);
     assert_eq!(get(&s, "/healthz").await.status, StatusCode::OK);
+    let ready = get(&s, "/readyz").await;
+    assert_eq!(ready.status, StatusCode::OK);
+    assert_eq!(ready.json()["ready"], true);
+    assert_eq!(get(&s, "/metrics").await.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(get(&s, "/v1/stats").await.status, StatusCode::UNAUTHORIZED);
 }
 
 /// Under `on_failure = "deny"`, a store that fails is `store_unavailable`

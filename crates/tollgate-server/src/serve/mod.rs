@@ -85,9 +85,10 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "TOLLGATE_MAX_CONNECTIONS",
         value_parser = clap::value_parser!(u32).range(1..=config::ConnectionLimits::MAX_CONNECTIONS))]
     max_connections: Option<u32>,
-    /// A bearer token every request but /healthz (and the gRPC health
-    /// check) must carry: HTTP's `Authorization: Bearer <token>` header, or
-    /// gRPC's `authorization: Bearer <token>` metadata. Not in ERL mode.
+    /// A bearer token every request but /healthz, /readyz, the status page
+    /// (and the gRPC health check) must carry: HTTP's `Authorization:
+    /// Bearer <token>` header, or gRPC's `authorization: Bearer <token>`
+    /// metadata. Not in ERL mode.
     #[arg(long, env = "TOLLGATE_TOKEN", hide_env_values = true)]
     token: Option<String>,
     /// ERL mode: serve this envoyproxy/ratelimit YAML config (a file, or a

@@ -48,7 +48,13 @@ impl Service {
     /// `tollgate ARGS` with only the variables `env` (the first line it
     /// prints must be where it listens, as `serve` prints it).
     pub(crate) fn run(args: &[&str], env: &[(&str, &str)]) -> Service {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        Service::run_program(Path::new(env!("CARGO_BIN_EXE_tollgate")), args, env)
+    }
+
+    /// [`Service::run`] with the binary started as `program` (a link to
+    /// it, whose name can change what it does).
+    pub(crate) fn run_program(program: &Path, args: &[&str], env: &[(&str, &str)]) -> Service {
+        let mut child = Command::new(program)
             .args(args)
             .env_clear()
             .envs(env.iter().copied())
