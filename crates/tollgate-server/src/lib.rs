@@ -28,6 +28,8 @@ mod status;
 mod store;
 mod validate;
 
+use std::ffi::OsString;
+
 use clap::{Parser, Subcommand};
 
 /// tollgate: exact, distributed rate limiting.
@@ -71,16 +73,19 @@ pub fn run() -> i32 {
 /// envoyproxy/ratelimit's deployments run `/bin/ratelimit`), it is
 /// `tollgate serve --erl` followed by the arguments given, so that
 /// replacing ERL's image is the only change such a deployment needs.
-fn arguments(args: impl IntoIterator<Item = std::ffi::OsString>) -> Vec<std::ffi::OsString> {
-    let mut args: Vec<_> = args.into_iter().collect();
-    let called = args
-        .first()
+fn arguments(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+    let mut args = args.into_iter();
+    let first = args.next();
+    let called = first
+        .as_deref()
         .and_then(|a| std::path::Path::new(a).file_name())
         .is_some_and(|name| name == "ratelimit");
     if called {
-        args.splice(0..1, ["tollgate", "serve", "--erl"].map(Into::into));
+        let erl = ["tollgate", "serve", "--erl"].map(OsString::from);
+        erl.into_iter().chain(args).collect()
+    } else {
+        first.into_iter().chain(args).collect()
     }
-    args
 }
 
 #[cfg(test)]
