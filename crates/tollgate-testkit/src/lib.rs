@@ -10,7 +10,9 @@
 //!   processes watching them, with `kill_master`, `failover` (`SENTINEL
 //!   FAILOVER`) and `wait_for_failover`.
 //! * [`TcpProxy`] — a TCP proxy between a client and a server whose link
-//!   can flap (drop every connection, then pass them, every `period`).
+//!   can flap (drop every connection, then pass them, every `period`), be
+//!   cut until healed (a partition), or hold every byte for a delay each
+//!   way (a link between regions).
 //! * [`key_slot`] — the cluster hash slot of a key (CRC16 with hash tags).
 //! * [`scan_keys_without_ttl`] — keys that would live forever.
 //!

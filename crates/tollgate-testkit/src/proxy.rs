@@ -1,8 +1,10 @@
-//! A TCP proxy between a client and a server, whose link can flap.
+//! A TCP proxy between a client and a server, whose link can flap, be
+//! cut until healed, or carry every byte late.
 
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -15,7 +17,11 @@ const TICK: Duration = Duration::from_millis(2);
 /// make the link between them flap: [`flap`](TcpProxy::flap) alternates a
 /// phase that drops every connection (those open are cut, new ones are
 /// accepted and closed at once) with a phase that passes them, each
-/// `period` long; [`pass`](TcpProxy::pass) makes the link steady again.
+/// `period` long; [`cut`](TcpProxy::cut) drops every connection until
+/// [`pass`](TcpProxy::pass) makes the link steady again (a partition and
+/// its healing). [`delay`](TcpProxy::delay) holds every chunk of bytes,
+/// each way, that long before passing it on (a long link: 80 ms each way
+/// makes a 160 ms round trip), without slowing the bytes behind it.
 ///
 /// Written with threads and blocking sockets, nothing else. Dropping it
 /// cuts every connection and stops its threads.
@@ -29,6 +35,8 @@ const TICK: Duration = Duration::from_millis(2);
 /// // A client connects to proxy.url() instead of redis.url().
 /// proxy.flap(Duration::from_millis(100)); // drop 100 ms, pass 100 ms, ...
 /// proxy.pass(); // steady again
+/// proxy.delay(Duration::from_millis(80)); // a 160 ms round trip
+/// proxy.cut(); // partitioned until the next pass()
 /// println!("{} connections dropped", proxy.dropped());
 /// ```
 pub struct TcpProxy {
@@ -43,6 +51,8 @@ struct Shared {
     flapping: Mutex<Option<(Duration, Instant)>>,
     passing: AtomicBool,
     stop: AtomicBool,
+    /// How long each chunk is held, each way, in µs.
+    delay_micros: AtomicU64,
     /// Both ends of every live connection, to cut them.
     live: Mutex<Vec<(u64, TcpStream, TcpStream)>>,
     next_id: AtomicU64,
@@ -88,6 +98,7 @@ impl TcpProxy {
             flapping: Mutex::new(None),
             passing: AtomicBool::new(true),
             stop: AtomicBool::new(false),
+            delay_micros: AtomicU64::new(0),
             live: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
@@ -138,6 +149,27 @@ impl TcpProxy {
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = None;
         self.shared.passing.store(true, Ordering::SeqCst);
+    }
+
+    /// Drops every connection from now on (those open are cut, new ones
+    /// closed at once) until [`pass`](TcpProxy::pass): a partition.
+    pub fn cut(&self) {
+        *self
+            .shared
+            .flapping
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
+        self.shared.passing.store(false, Ordering::SeqCst);
+        self.shared.cut_all();
+    }
+
+    /// Holds every chunk of bytes `delay` before passing it on, each way,
+    /// from now on (open connections included); zero passes at once.
+    /// Bytes keep their order, and a chunk's wait does not add to the
+    /// next one's: the link is long, not slow.
+    pub fn delay(&self, delay: Duration) {
+        let micros = u64::try_from(delay.as_micros()).unwrap_or(u64::MAX);
+        self.shared.delay_micros.store(micros, Ordering::SeqCst);
     }
 
     /// Connections cut, or refused, so far.
@@ -211,28 +243,49 @@ fn relay(client: TcpStream, shared: &Arc<Shared>) -> io::Result<()> {
         .lock_live()
         .push((id, client.try_clone()?, server.try_clone()?));
     for (from, to) in [(client.try_clone()?, server.try_clone()?), (server, client)] {
-        let shared = shared.clone();
+        let reader = shared.clone();
+        let (chunks, due) = mpsc::channel::<(Instant, Vec<u8>)>();
         thread::spawn(move || {
-            copy(from, to);
-            shared.forget(id);
+            read_chunks(from, &chunks, &reader);
+            reader.forget(id);
         });
+        thread::spawn(move || write_chunks(to, &due));
     }
     Ok(())
 }
 
-fn copy(mut from: TcpStream, mut to: TcpStream) {
-    let mut buf = [0u8; 16 * 1024];
+/// Reads chunks from one end, each stamped with when it may be passed on;
+/// on end of file or error, shuts both ends (the writer then stops too).
+fn read_chunks(mut from: TcpStream, chunks: &mpsc::Sender<(Instant, Vec<u8>)>, shared: &Shared) {
+    let mut buf = vec![0u8; 16 * 1024];
     loop {
         match from.read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => {
-                if to.write_all(&buf[..n]).is_err() {
+                let delay = Duration::from_micros(shared.delay_micros.load(Ordering::SeqCst));
+                if chunks
+                    .send((Instant::now() + delay, buf[..n].to_vec()))
+                    .is_err()
+                {
                     break;
                 }
             }
         }
     }
     let _ = from.shutdown(Shutdown::Both);
+}
+
+/// Writes each chunk to the other end once it is due, in order.
+fn write_chunks(mut to: TcpStream, due: &mpsc::Receiver<(Instant, Vec<u8>)>) {
+    while let Ok((at, bytes)) = due.recv() {
+        let wait = at.saturating_duration_since(Instant::now());
+        if !wait.is_zero() {
+            thread::sleep(wait);
+        }
+        if to.write_all(&bytes).is_err() {
+            break;
+        }
+    }
     let _ = to.shutdown(Shutdown::Both);
 }
 
@@ -292,5 +345,32 @@ mod tests {
         proxy.pass();
         assert!(ping(proxy.port()), "steady again");
         assert!(proxy.dropped() >= 2 && proxy.passed() >= 2);
+    }
+
+    #[test]
+    fn a_delayed_link_holds_bytes_and_a_cut_lasts_until_pass() {
+        let redis = RedisServer::start();
+        let proxy = TcpProxy::start(redis.addr());
+        proxy.delay(Duration::from_millis(40));
+        let mut conn = Conn::connect(proxy.port(), Duration::from_secs(5)).unwrap();
+        // Many commands in flight at once come back whole and in order.
+        let value = "v".repeat(40_000);
+        assert!(conn.cmd(&["SET", "k", &value]).is_ok());
+        let start = Instant::now();
+        for _ in 0..3 {
+            assert_eq!(conn.text(&["GET", "k"]).unwrap(), value);
+        }
+        // Each round trip is held 40 ms each way: a lower bound that a
+        // sleep guarantees, not a timing goal.
+        assert!(start.elapsed() >= Duration::from_millis(3 * 80));
+        proxy.cut();
+        assert!(conn.cmd(&["PING"]).is_err(), "a cut drops open connections");
+        for _ in 0..3 {
+            assert!(!ping(proxy.port()), "and refuses new ones until healed");
+            thread::sleep(Duration::from_millis(20));
+        }
+        proxy.pass();
+        proxy.delay(Duration::ZERO);
+        assert!(ping(proxy.port()), "healed");
     }
 }
