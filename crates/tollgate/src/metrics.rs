@@ -26,6 +26,11 @@
 //! | `tollgate_batch_refunds_total` | counter | |
 //! | `tollgate_usage_units_total` | counter | `policy`, `operation` (`charged`, `refunded`, `granted`) |
 //! | `tollgate_settle_failures_total` | counter | `policy` |
+//! | `tollgate_region_lag_seconds` | gauge | `region` (a remote region) |
+//! | `tollgate_region_components_sent_total` | counter | `region` |
+//! | `tollgate_region_components_received_total` | counter | `region` |
+//! | `tollgate_region_partitioned` | gauge | `region`: 0 linked, 1 partitioned |
+//! | `tollgate_region_pending_keys` | gauge | |
 
 use std::time::Duration;
 
@@ -71,6 +76,22 @@ pub const MASTER_SWITCHES: &str = "tollgate_master_switches_total";
 /// Units given back by atomic batches across Redis Cluster slots that a
 /// later slot denied (with the `redis` feature).
 pub const BATCH_REFUNDS: &str = "tollgate_batch_refunds_total";
+
+/// Gauge: how old the newest components of a remote region (label
+/// `region`) are in this region's Redis, by its heartbeat: the staleness
+/// of our view of it (with the `redis` feature, multi-region mode).
+pub const REGION_LAG: &str = "tollgate_region_lag_seconds";
+/// Counter: components this region's replicator merged into a remote
+/// region (label `region`) that grew there.
+pub const REGION_SENT: &str = "tollgate_region_components_sent_total";
+/// Counter: components a remote region (label `region`) merged here that
+/// grew here, as its heartbeats count them.
+pub const REGION_RECEIVED: &str = "tollgate_region_components_received_total";
+/// Gauge: 1 while this region decides as partitioned from a remote region
+/// (label `region`), capped at its share; 0 otherwise.
+pub const REGION_PARTITIONED: &str = "tollgate_region_partitioned";
+/// Gauge: keys waiting for this instance's replicator.
+pub const REGION_PENDING: &str = "tollgate_region_pending_keys";
 
 /// Counts one decision of `policy`, with its outcome and source, and a
 /// shadow denial when it is one. No store calls it: the caller that

@@ -191,6 +191,29 @@ impl RedisServer {
             .map_or(0, |n| n.parse().expect("a count"))
     }
 
+    /// Calls of every command the server ran but those named in `except`
+    /// (lower case, e.g. `info`, `ping`; a name ending in `*` stands for
+    /// every command it starts), from `INFO commandstats`: what a client
+    /// sent it, less the test's own probes.
+    ///
+    /// # Panics
+    ///
+    /// As [`cli`](RedisServer::cli).
+    pub fn command_calls_except(&self, except: &[&str]) -> u64 {
+        let skip = |name: &str| {
+            except.iter().any(|e| match e.strip_suffix('*') {
+                Some(start) => name.starts_with(start),
+                None => name == *e,
+            })
+        };
+        self.cli(&["INFO", "commandstats"])
+            .lines()
+            .filter_map(|l| l.strip_prefix("cmdstat_")?.split_once(":calls="))
+            .filter(|(name, _)| !skip(name))
+            .filter_map(|(_, rest)| rest.split(',').next()?.parse::<u64>().ok())
+            .sum()
+    }
+
     /// Runs `redis-cli -h 127.0.0.1 -p PORT ARGS...` against this server and
     /// returns its stdout without trailing whitespace (e.g. `"OK"`, `"PONG"`,
     /// an integer as text, one line per array element). Error replies are

@@ -128,6 +128,18 @@ impl RedisStoreBuilder {
     /// nodes of a cluster; with [`sentinel`](Self::sentinel), or one
     /// `redis+sentinel://` URL, they are sentinels.
     pub async fn connect(self) -> Result<RedisStore> {
+        let store = self.open().await?;
+        store.load_scripts().await?;
+        if let TimeSource::Server = store.inner.time {
+            store.measure_offset().await?;
+        }
+        Ok(store)
+    }
+
+    /// Connects without loading the scripts or measuring the clock: for
+    /// callers that run scripts of their own (loaded on NOSCRIPT), such as
+    /// the regions' replicator across a long link.
+    pub(crate) async fn open(self) -> Result<RedisStore> {
         validate_prefix(&self.prefix)?;
         #[cfg(feature = "redis-tls")]
         {
@@ -181,10 +193,6 @@ impl RedisStoreBuilder {
                 refunds: AtomicU64::new(0),
             }),
         };
-        store.load_scripts().await?;
-        if let TimeSource::Server = store.inner.time {
-            store.measure_offset().await?;
-        }
         Ok(store)
     }
 

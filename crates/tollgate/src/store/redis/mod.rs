@@ -11,7 +11,8 @@
 // decision), `lease.rs`, `batch.rs` (atomic batches), `cross_slot.rs`
 // (atomic batches across cluster slots, by refunds), `store.rs` (the
 // [`Store`](super::Store) impl), `texts.rs` (the scripts' texts), `scripts.rs` (running them, NOSCRIPT),
-// `coalesce.rs` (pipelining busy callers), `connection.rs`, `sentinel/`
+// `coalesce.rs` (pipelining busy callers), `connection.rs`, `regions/`
+// (one limit across regions: the regional store and its replicator), `sentinel/`
 // (the master Redis Sentinel names, followed after a failover; `SentinelMaster` that connection for
 // commands of one's own), `error.rs`.
 
@@ -32,6 +33,7 @@ mod lease;
 mod nodes;
 mod overrides;
 mod pack;
+pub mod regions;
 mod reply;
 mod scripts;
 mod sentinel;
