@@ -21,6 +21,7 @@ mod overrides;
 mod palette;
 #[cfg(test)]
 mod rls_fuzz;
+mod regions;
 mod serve;
 mod simulate;
 mod state;

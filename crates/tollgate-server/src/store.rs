@@ -10,6 +10,7 @@ use tollgate::store::resilient::{BreakerState, ResilientStore};
 use tollgate::{MemoryStore, Store};
 
 use crate::config::StoreSettings;
+use crate::regions::Region;
 
 /// The store, and how to tell whether it is serving.
 #[derive(Debug, Clone)]
@@ -21,6 +22,8 @@ pub(crate) struct Backend {
     pub(crate) settings: StoreSettings,
     /// On Redis: how to connect, for the overrides' own connection.
     pub(crate) redis: Option<RedisStoreBuilder>,
+    /// With `[regions]`: this region's store and replicator.
+    pub(crate) region: Option<Region>,
 }
 
 impl Backend {
@@ -72,6 +75,7 @@ pub(crate) async fn build(settings: &StoreSettings) -> Result<Backend, String> {
             resilient: None,
             settings,
             redis: None,
+            region: None,
         });
     }
     let mut redis = RedisStore::builder(settings.urls.clone())
@@ -87,9 +91,24 @@ pub(crate) async fn build(settings: &StoreSettings) -> Result<Backend, String> {
     if let Some((user, password)) = &settings.master_auth {
         redis = redis.master_auth(user.as_deref(), password);
     }
+    let mut region = None;
     // The library's errors never contain the URL, so no password leaks.
     let (primary, connected): (Arc<dyn Store>, bool) = match redis.clone().connect().await {
-        Ok(redis) => (Arc::new(redis), true),
+        Ok(redis) => match &settings.regions {
+            Some(regions) => {
+                let r = Region::start(redis, regions)?;
+                let store = Arc::new(r.store.clone());
+                region = Some(r);
+                (store, true)
+            }
+            None => (Arc::new(redis), true),
+        },
+        Err(e) if settings.regions.is_some() => {
+            return Err(format!(
+                "cannot connect to {}: {e} ([regions] needs this region's Redis at startup)",
+                redact(&settings.urls[0])
+            ));
+        }
         Err(e) if settings.require_at_startup => {
             return Err(format!(
                 "cannot connect to {}: {e}",
@@ -133,6 +152,7 @@ pub(crate) async fn build(settings: &StoreSettings) -> Result<Backend, String> {
         resilient: Some(resilient),
         settings,
         redis: Some(redis),
+        region,
     })
 }
 

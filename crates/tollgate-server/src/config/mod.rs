@@ -1,7 +1,8 @@
 //! Config files: the `[[policy]]` tables shared by `simulate` and `serve`
 //! (`policy.rs`), the `[[descriptor]]` tables (`descriptor.rs`), the
 //! service's `[server]` (`server.rs`) and `[store]` (`store.rs`) tables,
-//! and ERL mode's `[erl]` (`erl.rs`).
+//! `[regions]` (`regions.rs`, one limit across regions) and ERL mode's
+//! `[erl]` (`erl.rs`).
 //!
 //! Every error names the file, the line and the field; parsing collects all
 //! of them, so `tollgate validate` can print every problem at once.
@@ -9,6 +10,7 @@
 mod descriptor;
 mod erl;
 mod policy;
+mod regions;
 mod server;
 mod store;
 
@@ -25,6 +27,8 @@ use self::descriptor::RawDescriptor;
 pub(crate) use self::erl::{ErlSettings, HeaderStyle};
 use self::erl::{RawErl, erl_settings};
 use self::policy::RawPolicy;
+pub(crate) use self::regions::RegionSettings;
+use self::regions::{RawRegions, region_settings};
 pub(crate) use self::server::{ConnectionLimits, ServerSettings};
 use self::server::{RawServer, server_settings};
 pub(crate) use self::store::StoreSettings;
@@ -55,6 +59,7 @@ struct RawFile {
     #[serde(default)]
     descriptor: Vec<RawDescriptor>,
     erl: Option<RawErl>,
+    regions: Option<RawRegions>,
 }
 
 /// A whole config file: the policies, and the service's settings.
@@ -169,6 +174,12 @@ fn parse(file: &str, text: &str) -> Result<Config, Vec<ConfigError>> {
                 field_span.unwrap_or(span.clone()),
                 format!("policy `{name}`: {message}"),
             )),
+        }
+    }
+    if let Some(raw) = raw.regions {
+        match region_settings(raw, &policies, !store.urls.is_empty()) {
+            Ok(settings) => store.regions = Some(settings),
+            Err((span, message)) => errors.push(at(span, message)),
         }
     }
     let mut descriptors = Vec::new();

@@ -57,6 +57,9 @@ pub(crate) struct StoreSettings {
     /// `REDIS_TYPE=sentinel`; the TOML file gives them in a
     /// `redis+sentinel://` URL).
     pub(crate) master_auth: Option<(Option<String>, String)>,
+    /// `[regions]`: this Redis is one region's, and the global policies
+    /// are decided across regions.
+    pub(crate) regions: Option<super::RegionSettings>,
 }
 
 impl Default for StoreSettings {
@@ -74,6 +77,7 @@ impl Default for StoreSettings {
             policy_on_failure: Vec::new(),
             require_at_startup: false,
             master_auth: None,
+            regions: None,
         }
     }
 }

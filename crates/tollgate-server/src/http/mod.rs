@@ -22,6 +22,7 @@ mod openapi;
 #[cfg(test)]
 mod openapi_tests;
 mod overrides;
+mod regions;
 #[cfg(test)]
 mod strict_tests;
 #[cfg(test)]
@@ -71,6 +72,8 @@ fn routes() -> Vec<(&'static str, MethodRouter<Arc<AppState>>)> {
         ("/openapi.json", get(openapi::openapi_json)),
         ("/", get(crate::status::page)),
         ("/v1/stats", get(crate::status::stats)),
+        ("/v1/regions", get(regions::links)),
+        ("/v1/regions/{policy}/{key}", get(regions::view)),
     ]
 }
 

@@ -9,7 +9,7 @@ use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 
 use super::body::*;
 use super::overrides::{OverrideBody, OverridesBody, RemovedBody};
-use super::{api, overrides, usage};
+use super::{api, overrides, regions, usage};
 
 /// The document's source.
 #[derive(OpenApi)]
@@ -41,6 +41,8 @@ use super::{api, overrides, usage};
         openapi_json,
         crate::status::page,
         crate::status::stats,
+        regions::links,
+        regions::view,
     ),
     components(schemas(CheckRequest, BatchRequest, DecisionBody, BatchBody, ErrorDetail, OverrideBody, OverridesBody, RemovedBody)),
     modifiers(&BearerToken),
