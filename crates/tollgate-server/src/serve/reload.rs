@@ -30,6 +30,15 @@ pub(super) async fn reload_on_change(
         }
         seen = modified(&path);
         match Config::load(&path) {
+            Ok(new) if new.store.regions != running.store.regions => {
+                // The running store decides the global policies it
+                // started with; a file checked against other ones could
+                // make one of them a policy it cannot decide.
+                let message =
+                    "refused, the running config stays: [regions] changed (a restart applies it)";
+                tracing::error!("{message}");
+                state.status.reloaded(false, message.to_string());
+            }
             Ok(mut new) => {
                 // The running store keeps its servers whatever the file
                 // now says (a store change waits for a restart).

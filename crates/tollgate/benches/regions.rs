@@ -1,0 +1,250 @@
+//! One limit across regions (docs/regions.md), on real servers this
+//! benchmark starts: 2 and 3 regions, each a `redis-server` with its
+//! regional store and replicator, linked through `TcpProxy`s adding 80 ms
+//! each way; sync every 100 ms and 1 s; windows of 1 s and 60 s.
+//!
+//! Each region runs 4 callers on one hot key, each pausing 8 ms between
+//! calls (at most 500 calls/s a region). Windows are named by a clock the
+//! benchmark holds in each window for `min(window, 3 s)` of real time,
+//! then moves on: a 60 s window's limit is reached in its first second,
+//! and the rest of it admits nothing, so holding it longer would change
+//! no figure (a 1 h window's the same: docs/regions.md).
+//!
+//! Per row: the worst excess over the limit of any window, beside the
+//! bound computed for that window (`limit + Σ_{j ≠ i*} a_j(Δ)`, with the
+//! measured Δ); the decision latency p50/p99 beside a plain fixed window
+//! on the same local Redis (one region's decision), measured in the same
+//! run under the same callers; and Redis commands per decision over
+//! every region's Redis (`INFO commandstats`): all of them, and those
+//! that are not the decision's own one script (replication: its local
+//! reads, merges, heartbeats and their reads).
+//!
+//! `cargo bench -p tollgate --features redis --bench regions [-- --windows N]`
+
+#[path = "../tests/regions/support.rs"]
+#[allow(dead_code)]
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use tollgate::{Policy, Store};
+
+use support::{Mesh, MeshSpec, aligned_now};
+
+const CALLERS: usize = 4;
+const PAUSE: Duration = Duration::from_millis(8);
+const DELAY: Duration = Duration::from_millis(80);
+const HOLD: Duration = Duration::from_secs(3);
+
+struct Row {
+    regions: usize,
+    sync: Duration,
+    window: Duration,
+    limit: u64,
+    worst_excess: u64,
+    bound_excess: u64,
+    delta: Duration,
+    p50: Duration,
+    p99: Duration,
+    base_p50: Duration,
+    base_p99: Duration,
+    local_calls: f64,
+    remote_calls: f64,
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() - 1) as f64 * p) as usize]
+}
+
+/// Runs the callers of every region on `policy`'s hot key for `hold`:
+/// each region's admissions (sent, returned) and every call's latency.
+async fn load(
+    mesh: &Arc<Mesh>,
+    policy: &Policy,
+    hold: Duration,
+) -> (Vec<Vec<(Instant, Instant)>>, Vec<Duration>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for region in 0..mesh.stores.len() {
+        for _ in 0..CALLERS {
+            let (mesh, policy, stop) = (mesh.clone(), policy.clone(), stop.clone());
+            tasks.push((
+                region,
+                tokio::spawn(async move {
+                    let (mut admitted, mut latency) = (Vec::new(), Vec::new());
+                    while !stop.load(Ordering::Relaxed) {
+                        let sent = Instant::now();
+                        let d = mesh.stores[region].check(&policy, b"hot", 1).await.unwrap();
+                        let back = Instant::now();
+                        latency.push(back - sent);
+                        if d.allowed {
+                            admitted.push((sent, back));
+                        }
+                        tokio::time::sleep(PAUSE).await;
+                    }
+                    (admitted, latency)
+                }),
+            ));
+        }
+    }
+    tokio::time::sleep(hold).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut admitted = vec![Vec::new(); mesh.stores.len()];
+    let mut latency = Vec::new();
+    for (region, task) in tasks {
+        let (a, l) = task.await.unwrap();
+        admitted[region].extend(a);
+        latency.extend(l);
+    }
+    (admitted, latency)
+}
+
+async fn row(regions: usize, sync: Duration, window: Duration, windows: usize) -> Row {
+    let names = &["eu", "us", "ap"][..regions];
+    let mesh = Arc::new(
+        Mesh::start(MeshSpec {
+            names,
+            cluster: None,
+            delay: DELAY,
+            sync,
+            partition_after: Duration::from_secs(60),
+            global: &["hot"],
+            start: aligned_now(window),
+        })
+        .await,
+    );
+    let limit = if window < Duration::from_secs(60) {
+        400
+    } else {
+        1000
+    };
+    let policy = Policy::fixed_window("hot", limit, window).unwrap();
+    let plain = Policy::fixed_window("plain", limit, window).unwrap();
+    assert!(mesh.round().await.is_empty());
+    let replicators = mesh.run();
+    let hold = window.min(HOLD);
+    let (mut worst, mut bound_worst, mut delta_worst) = (0, 0, Duration::ZERO);
+    let mut latencies = Vec::new();
+    let local_before: Vec<u64> = mesh.redis.iter().map(|r| r.commands()).collect();
+    let mut decisions = 0u64;
+    for _ in 0..windows {
+        mesh.stores.iter().for_each(|s| s.reset_max_staleness());
+        let (admitted, latency) = load(&mesh, &policy, hold).await;
+        decisions += latency.len() as u64;
+        latencies.extend(latency);
+        let delta_into = |i: usize| {
+            (0..regions)
+                .filter(|&j| j != i)
+                .map(|j| {
+                    let links = mesh.stores[j].links();
+                    links
+                        .iter()
+                        .find(|l| l.region == names[i])
+                        .unwrap()
+                        .max_staleness
+                })
+                .max()
+                .unwrap()
+        };
+        let last = |i: usize| admitted[i].last().map(|&(sent, _)| sent);
+        let i_star = (0..regions)
+            .filter(|&i| last(i).is_some())
+            .max_by_key(|&i| last(i))
+            .unwrap();
+        let (t, delta) = (last(i_star).unwrap(), delta_into(i_star));
+        let unseen: u64 = (0..regions)
+            .filter(|&j| j != i_star)
+            .map(|j| {
+                admitted[j]
+                    .iter()
+                    .filter(|&&(_, at)| at + delta > t)
+                    .count() as u64
+            })
+            .sum();
+        let total: u64 = admitted.iter().map(|a| a.len() as u64).sum();
+        assert!(
+            total <= limit + unseen,
+            "{total} admitted, bound {}",
+            limit + unseen
+        );
+        worst = worst.max(total.saturating_sub(limit));
+        bound_worst = bound_worst.max(unseen);
+        delta_worst = delta_worst.max(delta);
+        mesh.clock.advance(window);
+    }
+    // Redis commands per decision, over every region's Redis: all of
+    // them, of which each decision's one script; the rest is replication
+    // (its local reads, merges, heartbeats and their reads).
+    let local_after: Vec<u64> = mesh.redis.iter().map(|r| r.commands()).collect();
+    let all: u64 = local_after
+        .iter()
+        .zip(&local_before)
+        .map(|(a, b)| a - b)
+        .sum();
+    for r in replicators {
+        r.abort();
+    }
+    // The baseline: one region's plain fixed window on the same Redis,
+    // under the same callers (replication stopped).
+    let (_, mut base) = load(&mesh, &plain, Duration::from_secs(2)).await;
+    base.sort();
+    latencies.sort();
+    Row {
+        regions,
+        sync,
+        window,
+        limit,
+        worst_excess: worst,
+        bound_excess: bound_worst,
+        delta: delta_worst,
+        p50: percentile(&latencies, 0.5),
+        p99: percentile(&latencies, 0.99),
+        base_p50: percentile(&base, 0.5),
+        base_p99: percentile(&base, 0.99),
+        local_calls: all as f64 / decisions as f64,
+        remote_calls: all.saturating_sub(decisions) as f64 / decisions as f64,
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let windows = args
+        .iter()
+        .position(|a| a == "--windows")
+        .and_then(|i| args.get(i + 1)?.parse().ok())
+        .unwrap_or(3);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    println!(
+        "| regions | sync | window | limit | worst excess | bound's excess | Δ measured | p50 / p99 | one region p50 / p99 | Redis calls / decision | of which replication |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    for regions in [2, 3] {
+        for sync in [Duration::from_millis(100), Duration::from_secs(1)] {
+            for window in [Duration::from_secs(1), Duration::from_secs(60)] {
+                let r = runtime.block_on(row(regions, sync, window, windows));
+                println!(
+                    "| {} | {:?} | {:?} | {} | {} | {} | {:.2?} | {:.2?} / {:.2?} | {:.2?} / {:.2?} | {:.2} | {:.2} |",
+                    r.regions,
+                    r.sync,
+                    r.window,
+                    r.limit,
+                    r.worst_excess,
+                    r.bound_excess,
+                    r.delta,
+                    r.p50,
+                    r.p99,
+                    r.base_p50,
+                    r.base_p99,
+                    r.local_calls,
+                    r.remote_calls,
+                );
+            }
+        }
+    }
+}
