@@ -2,6 +2,28 @@
 //! own region, with a stated bound on how far the global total can pass
 //! the limit ([docs/regions.md] derives it and shows a setup end to end).
 //!
+//! ```no_run
+//! # async fn run() -> tollgate::Result<()> {
+//! use std::time::Duration;
+//! use tollgate::store::redis::RedisStore;
+//! use tollgate::store::redis::regions::{RegionalStore, Regions, Replicator};
+//! use tollgate::{Policy, Store};
+//!
+//! // In region eu: its own Redis, and us's Redis to replicate into.
+//! let regions = Regions::new("eu", ["us"])?.sync_interval(Duration::from_millis(100))?;
+//! let local = RedisStore::builder(["redis://redis.eu.internal:6379"]).connect().await?;
+//! let store = RegionalStore::new(local, regions, ["api"]);
+//! let remotes = vec![RedisStore::builder(["rediss://:secret@redis.us.example:6380"])];
+//! let replicator = Replicator::new(store.clone(), remotes)?;
+//! tokio::spawn(async move { replicator.run().await });
+//!
+//! let api = Policy::fixed_window("api", 1000, Duration::from_secs(60))?;
+//! let decision = store.check(&api, b"customer-42", 1).await?; // one local script
+//! let view = store.view(&api, b"customer-42").await?; // every region's count here
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! Each region runs its own Redis (or Redis Cluster). A global policy's
 //! window is a G-counter there: one component per region, under one key
 //! per (policy, key, window) whose hash tag keeps every component in one
