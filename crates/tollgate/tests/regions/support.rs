@@ -37,6 +37,16 @@ impl Redis {
     }
 }
 
+impl Redis {
+    /// `EVALSHA` calls the server (every node) ran.
+    pub(crate) fn evalsha(&self) -> u64 {
+        match self {
+            Redis::Single(s) => s.command_calls("evalsha"),
+            Redis::Cluster(c) => c.nodes().iter().map(|s| s.command_calls("evalsha")).sum(),
+        }
+    }
+}
+
 pub(crate) struct Mesh {
     pub(crate) redis: Vec<Redis>,
     /// `links[i][j]`: the proxy region i's replicator reaches region j

@@ -55,6 +55,10 @@ pub struct Replicator {
     remotes: Vec<Remote>,
     merge: Script,
     heartbeat: Script,
+    /// Commands sent, local and remote (see [`Replicator::calls`]).
+    calls: std::sync::atomic::AtomicU64,
+    /// Of which script calls on remote regions (merges, heartbeats).
+    scripts: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Debug)]
@@ -91,7 +95,33 @@ impl Replicator {
             store,
             merge: Script::new("region_merge", MERGE),
             heartbeat: Script::new("region_heartbeat", HEARTBEAT),
+            calls: std::sync::atomic::AtomicU64::new(0),
+            scripts: std::sync::atomic::AtomicU64::new(0),
         })
+    }
+
+    /// How many commands it has sent in all, to the local Redis (reads of
+    /// components and heartbeats) and to the remote regions' (merges,
+    /// heartbeats); connecting and script loads are not counted.
+    pub fn calls(&self) -> u64 {
+        self.calls.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Of [`calls`](Self::calls), the scripts run on remote regions
+    /// (merges and heartbeats).
+    pub fn script_calls(&self) -> u64 {
+        self.scripts.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn count_scripts(&self, n: usize) {
+        self.count(n);
+        self.scripts
+            .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn count(&self, n: usize) {
+        self.calls
+            .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The store it replicates.
@@ -150,6 +180,7 @@ impl Replicator {
         let inner = &self.store.inner;
         let mut cmd = redis::cmd("HGETALL");
         cmd.arg(heartbeat_key(inner.local.prefix()));
+        self.count(1);
         if let Ok(value) = inner.local.inner.conn.query(&cmd).await
             && let Ok(fields) = redis::from_redis_value::<Vec<(String, u64)>>(value)
         {
@@ -225,6 +256,7 @@ impl Replicator {
         let mut merged = 0;
         let read_ms = read_ms.to_string();
         for chunk in taken.chunks(CHUNK) {
+            self.count(chunk.len());
             let values = join_all(chunk.iter().map(|(key, _)| async move {
                 let mut cmd = redis::cmd("HGET");
                 cmd.arg(key).arg(region);
@@ -242,6 +274,7 @@ impl Replicator {
                     merges.push((key, n.to_string(), ttl.to_string()));
                 }
             }
+            self.count_scripts(merges.len());
             let replies = join_all(merges.iter().map(|(key, n, ttl)| async move {
                 self.merge
                     .run::<i64>(
@@ -258,6 +291,7 @@ impl Replicator {
         }
         let hb = heartbeat_key(inner.local.prefix());
         let merged_s = merged.to_string();
+        self.count_scripts(1);
         self.heartbeat
             .run::<i64>(
                 remote,
