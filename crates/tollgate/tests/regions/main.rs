@@ -77,7 +77,10 @@ async fn a_round_makes_each_region_count_the_others() {
 async fn decisions_never_call_a_remote_region() {
     let mesh = Mesh::start(spec(&["eu", "us"], &["api"])).await;
     let api = Policy::fixed_window("api", 600, MINUTE).unwrap();
+    // The script's first call loads it (NOSCRIPT, then SCRIPT LOAD).
+    mesh.stores[0].check(&api, b"warm", 1).await.unwrap();
     let local_before = mesh.redis[0].commands();
+    let scripts_before = mesh.redis[0].evalsha();
     let remote_before = mesh.redis[1].commands();
     for i in 0..1000u32 {
         let key = format!("k{}", i % 7);
@@ -87,6 +90,11 @@ async fn decisions_never_call_a_remote_region() {
     assert!(
         mesh.redis[0].commands() >= local_before + 1000,
         "every decision ran on the local Redis"
+    );
+    assert_eq!(
+        mesh.redis[0].evalsha(),
+        scripts_before + 1000,
+        "one script call per decision"
     );
     mesh.partition(true);
     for _ in 0..100 {
