@@ -19,9 +19,9 @@ mod http;
 mod json_value;
 mod overrides;
 mod palette;
+mod regions;
 #[cfg(test)]
 mod rls_fuzz;
-mod regions;
 mod serve;
 mod simulate;
 mod state;
