@@ -27,6 +27,7 @@ mod simulate;
 mod state;
 mod status;
 mod store;
+mod test_clock;
 mod validate;
 
 use std::ffi::OsString;

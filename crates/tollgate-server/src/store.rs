@@ -66,7 +66,7 @@ pub(crate) fn redact(url: &str) -> String {
 pub(crate) async fn build(settings: &StoreSettings) -> Result<Backend, String> {
     let settings = settings.clone();
     if settings.urls.is_empty() {
-        let mut memory = MemoryStore::builder();
+        let mut memory = MemoryStore::builder().clock(crate::test_clock::ServiceClock::new());
         if let Some(max) = settings.max_keys {
             memory = memory.max_keys(max);
         }

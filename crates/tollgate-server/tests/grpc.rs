@@ -2,7 +2,7 @@
 //! client built from envoy-types, as Envoy would call it.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::{
@@ -13,6 +13,14 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_li
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use envoy_types::pb::envoy::r#type::v3::RateLimitUnit;
+
+mod common;
+
+/// The instant (2027-01-15T08:00:00Z, the start of a minute and of an
+/// hour) every service here decides at: its clock is pinned there
+/// (`TOLLGATE_TEST_CLOCK_MS`, for tests only), so that no window turns
+/// while a test counts in it, however slow the machine.
+const PINNED_MS: &str = "1800000000000";
 
 const CONFIG: &str = include_str!("common/grpc.toml");
 
@@ -53,7 +61,7 @@ fn start() -> Service {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("tollgate.toml");
     std::fs::write(&path, CONFIG).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+    let mut child = common::tollgate()
         .args([
             "serve",
             "--listen",
@@ -63,6 +71,7 @@ fn start() -> Service {
             "--config",
         ])
         .arg(&path)
+        .env("TOLLGATE_TEST_CLOCK_MS", PINNED_MS)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -133,7 +142,8 @@ async fn should_rate_limit_answers_like_envoys_rate_limit_service() {
         (limit.requests_per_unit, limit.unit, limit.name.as_str()),
         (3, Unit::Minute as i32, "per-ip")
     );
-    assert!(s.duration_until_reset.as_ref().unwrap().seconds <= 60);
+    // The whole minute: the clock stands at its start.
+    assert_eq!(s.duration_until_reset.as_ref().unwrap().seconds, 60);
     let headers: Vec<(&str, &str)> = r
         .response_headers_to_add
         .iter()
@@ -295,7 +305,7 @@ fn descriptors_are_validated_with_their_lines() {
         "{CONFIG}\n[[descriptor]]\ndomain = \"edge\"\nentries = [{{ key = \"remote_address\" }}]\npolicy = \"per-ip\"\n\n[[descriptor]]\ndomain = \"edge\"\nentries = [{{ key = \"k\" }}]\npolicy = \"nope\"\n"
     );
     std::fs::write(&path, &bad).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+    let out = common::tollgate()
         .args(["validate", "--config"])
         .arg(&path)
         .output()

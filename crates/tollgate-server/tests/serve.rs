@@ -12,7 +12,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tollgate_testkit::{RedisSentinel, RedisServer};
+use tollgate_testkit::{PATIENCE, RedisSentinel, RedisServer};
+
+mod common;
 
 const CONFIG: &str = r#"
 [[policy]]
@@ -57,15 +59,10 @@ impl Service {
     fn start(config: &str, extra: &[&str]) -> Service {
         let path = temp_dir().join("tollgate.toml");
         std::fs::write(&path, config).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        let mut child = common::tollgate()
             .args(["serve", "--listen", "127.0.0.1:0", "--config"])
             .arg(&path)
             .args(extra)
-            .env_remove("TOLLGATE_TOKEN")
-            .env_remove("TOLLGATE_REDIS")
-            .env_remove("TOLLGATE_REDIS_SENTINEL")
-            .env_remove("TOLLGATE_REDIS_MASTER_NAME")
-            .env_remove("TOLLGATE_REQUIRE_REDIS")
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -111,6 +108,20 @@ impl Service {
 
     fn post(&self, path: &str, body: Value) -> Reply {
         self.request("POST", path, &body.to_string(), &[])
+    }
+
+    /// Polls `/v1/stats` until its last reload matches `seen` (or
+    /// `PATIENCE` passes, and the test fails on it); that reload.
+    fn last_reload(&self, seen: impl Fn(&Value) -> bool) -> Value {
+        let t = Instant::now();
+        loop {
+            let reload = self.request("GET", "/v1/stats", "", &[]).json()["reload"].clone();
+            if seen(&reload) {
+                return reload;
+            }
+            assert!(t.elapsed() < PATIENCE, "last reload: {reload}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     fn signal(&self, name: &str) {
@@ -491,22 +502,36 @@ fn sighup_reloads_and_a_bad_config_keeps_the_old_one() {
     );
     std::fs::write(&s.config, added).unwrap();
     s.signal("HUP");
-    let t = Instant::now();
-    while s
-        .post("/v1/check", json!({"policy": "new", "key": "k", "cost": 0}))
-        .status
-        != 200
-    {
-        assert!(t.elapsed() < Duration::from_secs(5), "not reloaded");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let reload = s.last_reload(|r| r["ok"] == true);
+    assert!(
+        reload["message"].as_str().unwrap().contains("new"),
+        "{reload}"
+    );
+    assert_eq!(
+        s.post("/v1/check", json!({"policy": "new", "key": "k", "cost": 0}))
+            .status,
+        200,
+        "reloaded"
+    );
     std::fs::write(
         &s.config,
         "[[policy]]\nname = \"broken\"\nalgorithm = \"nope\"\n",
     )
     .unwrap();
     s.signal("HUP");
-    std::thread::sleep(Duration::from_millis(1500));
+    // The refusal is seen first: the check below then proves it was kept.
+    let reload = s.last_reload(|r| r["ok"] == false);
+    assert!(
+        reload["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("refused, the running config stays:"),
+        "{reload}"
+    );
+    assert!(
+        reload["message"].as_str().unwrap().contains("nope"),
+        "{reload}"
+    );
     assert_eq!(
         s.post("/v1/check", json!({"policy": "new", "key": "k", "cost": 0}))
             .status,
@@ -529,7 +554,7 @@ fn sigterm_finishes_and_exits_0() {
         if let Some(status) = s.child.try_wait().unwrap() {
             break status;
         }
-        assert!(t.elapsed() < Duration::from_secs(5), "did not stop");
+        assert!(t.elapsed() < PATIENCE, "did not stop");
         std::thread::sleep(Duration::from_millis(20));
     };
     assert_eq!(status.code(), Some(0));
@@ -540,7 +565,7 @@ fn check_and_validate_exit_codes() {
     let s = Service::start(CONFIG, &[]);
     let url = format!("http://{}", s.addr);
     let check = |cost: &str| {
-        Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        common::tollgate()
             .args([
                 "check", "--url", &url, "--policy", "books", "--key", "cli", "--cost", cost,
             ])
@@ -557,7 +582,7 @@ fn check_and_validate_exit_codes() {
     let validate = |text: &str| {
         let path = temp_dir().join("c.toml");
         std::fs::write(&path, text).unwrap();
-        Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        common::tollgate()
             .args(["validate", "--config"])
             .arg(&path)
             .output()
@@ -667,7 +692,7 @@ fn three_leasing_instances_never_pass_the_limit() {
 #[test]
 fn bench_drives_the_service_and_reports() {
     let s = Service::start(CONFIG, &[]);
-    let out = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+    let out = common::tollgate()
         .args([
             "bench",
             "--url",
@@ -691,7 +716,7 @@ fn bench_drives_the_service_and_reports() {
     assert!(text.contains("p99") && text.contains(" denied"), "{text}");
     // Ten keys of limit 3: most of the traffic is denied, none is an error.
     assert!(text.contains(", 0 errors)"), "{text}");
-    let bad = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+    let bad = common::tollgate()
         .args(["bench", "--url", "ftp://x", "--duration", "1s"])
         .output()
         .unwrap();
@@ -797,7 +822,7 @@ fn serve_finds_the_master_through_the_sentinels() {
     // The same master: the pair is spent already.
     assert_eq!(by_file.post("/v1/check", batch).status, 429);
 
-    let half = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+    let half = common::tollgate()
         .args([
             "serve",
             "--listen",
@@ -879,7 +904,7 @@ fn require_redis_refuses_to_start_while_redis_is_down() {
     )
     .unwrap();
     for (config, flag) in [(&plain, Some("--require-redis")), (&required, None)] {
-        let out = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        let out = common::tollgate()
             .args(["serve", "--listen", "127.0.0.1:0", "--redis", &server.url()])
             .arg("--config")
             .arg(config)
@@ -939,7 +964,7 @@ fn shadow_policies_and_shadow_mode_never_refuse() {
         config.replace("mode = \"shadow\"", "mode = \"dry-run\""),
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+    let out = common::tollgate()
         .args(["validate", "--config"])
         .arg(&path)
         .output()

@@ -15,6 +15,8 @@
 //!   way (a link between regions).
 //! * [`key_slot`] — the cluster hash slot of a key (CRC16 with hash tags).
 //! * [`scan_keys_without_ttl`] — keys that would live forever.
+//! * [`SLACK`] and [`PATIENCE`] — the one allowance added to a latency
+//!   bound, and how long to poll for an expected event.
 //!
 //! Servers never use port 6379 and never talk to a server they did not start:
 //! startup checks that the process answering on the port is the one just
@@ -29,6 +31,7 @@
 //! installs them.
 
 mod cluster;
+mod patience;
 mod proxy;
 mod resp;
 mod sentinel;
@@ -37,6 +40,7 @@ mod slot;
 mod util;
 
 pub use cluster::{ClusterBuilder, DEFAULT_NODE_TIMEOUT, FailoverMode, RedisCluster};
+pub use patience::{PATIENCE, SLACK};
 pub use proxy::TcpProxy;
 pub use sentinel::{DEFAULT_DOWN_AFTER, DEFAULT_MASTER_NAME, RedisSentinel, SentinelBuilder};
 pub use server::{CLI_TIMEOUT, RedisServer, STARTUP_TIMEOUT, ServerState, scan_keys_without_ttl};

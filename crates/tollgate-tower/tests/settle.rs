@@ -8,6 +8,7 @@
 //! Kept whole on purpose: one concern, the settle's contract, as one set of
 //! scenarios run on every store.
 
+use std::cell::Cell;
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -112,9 +113,39 @@ async fn settled(store: &dyn Store, policy: &Policy, key: &[u8], expected: u64) 
     }
 }
 
-/// Gives spawned tasks (a settle that should not happen) time to run.
+thread_local! {
+    /// The tasks that live as long as the test's store (a Redis
+    /// connection's), counted when it is made. Each test runs on its own
+    /// thread, on a current-thread runtime.
+    static STORE_TASKS: Cell<usize> = const { Cell::new(0) };
+}
+
+fn alive_tasks() -> usize {
+    tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks()
+}
+
+/// Notes the tasks the store just made keeps running.
+fn store_made() {
+    STORE_TASKS.set(alive_tasks());
+}
+
+/// Waits until every task spawned since the store was made has ended:
+/// a settle (spawned when a settlement is dropped, or made there and then
+/// on the memory store) that should not happen has then run to its end,
+/// and shows in the key. Fails after `PATIENCE`.
 async fn quiet() {
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let t = tokio::time::Instant::now();
+    while alive_tasks() > STORE_TASKS.get() {
+        assert!(
+            t.elapsed() < tollgate_testkit::PATIENCE,
+            "{} tasks still running beside the store's {}",
+            alive_tasks(),
+            STORE_TASKS.get()
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
 }
 
 /// One request through the layer to a service answering with `respond`;
@@ -351,6 +382,7 @@ macro_rules! on_every_store {
             $(
                 #[tokio::test]
                 async fn $scenario() {
+                    store_made();
                     super::$scenario(Arc::new(MemoryStore::new())).await;
                 }
             )*
@@ -363,6 +395,7 @@ macro_rules! on_every_store {
                 async fn $scenario() {
                     let server = RedisServer::start();
                     let store = RedisStore::connect(&server.url()).await.unwrap();
+                    store_made();
                     super::$scenario(Arc::new(store)).await;
                 }
             )*

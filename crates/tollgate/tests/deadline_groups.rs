@@ -18,7 +18,7 @@ use std::time::Duration;
 use tollgate::Policy;
 use tollgate::store::Store;
 use tollgate::store::redis::RedisStore;
-use tollgate_testkit::{RedisServer, scan_keys_without_ttl};
+use tollgate_testkit::{PATIENCE, RedisServer, scan_keys_without_ttl};
 
 async fn store(server: &RedisServer, prefix: &str, deadline: Duration) -> Arc<RedisStore> {
     Arc::new(
@@ -28,6 +28,20 @@ async fn store(server: &RedisServer, prefix: &str, deadline: Duration) -> Arc<Re
             .connect()
             .await
             .expect("connect to the test server"),
+    )
+}
+
+/// A call sent into a stopped server: refused as late by the server once
+/// it resumes, or, when the resumption came later than the connection's
+/// response timeout (a stalled machine), timed out by the client. Either
+/// way it ran late, if at all, and the test's verdict is what it wrote.
+fn late_or_timed_out(e: &tollgate::Error) -> bool {
+    matches!(
+        e,
+        tollgate::Error::Store {
+            kind: tollgate::StoreErrorKind::Timeout,
+            ..
+        }
     )
 }
 
@@ -136,11 +150,13 @@ async fn a_group_run_after_its_deadline_writes_nothing() {
     {
         let deadline = Duration::from_millis(50);
         let store = store(&server, "late:", deadline).await;
+        // The same keys, for the checks that must not be late themselves.
+        let patient = store(&server, "late:", PATIENCE).await;
         let policy = Arc::new(Policy::fixed_window("fw", 10, Duration::from_secs(3600)).unwrap());
         // The keys' windows exist, so the late checks would be bare
         // DECRBYs.
         for k in 0..96 {
-            let d = store
+            let d = patient
                 .check(&policy, format!("k{k}").as_bytes(), 1)
                 .await
                 .unwrap();
@@ -163,7 +179,7 @@ async fn a_group_run_after_its_deadline_writes_nothing() {
         for check in checks {
             let err = check.await.unwrap().unwrap_err();
             assert!(err.is_transient(), "{err}");
-            assert!(err.to_string().contains("deadline"), "{err}");
+            assert!(late_or_timed_out(&err), "{err}");
         }
         let sent = store.pipelined();
         assert!(
@@ -171,7 +187,7 @@ async fn a_group_run_after_its_deadline_writes_nothing() {
             "no check left in a group: {sent:?}"
         );
         for k in 0..96 {
-            let d = store
+            let d = patient
                 .check(&policy, format!("k{k}").as_bytes(), 0)
                 .await
                 .unwrap();
@@ -252,34 +268,39 @@ async fn a_lone_check_run_after_its_deadline_writes_nothing_though_its_clock_key
     // A deadline of 100 ms: clock keys on a grid of 6 ms. Eight callers
     // check in a loop (never enough in flight to queue), so every grid
     // step's clock key is made by its first check and is there when the
-    // next ones are sent; the server then stops for 400 ms, past the clock
-    // keys and the deadlines of the checks in flight, and short of the
-    // connection's response timeout (500 ms), so that the checks in flight
-    // are answered late rather than timed out by the client (a check timed
-    // out, which the server may have run in time, could not be counted).
+    // next ones are sent; the server then stops for 250 ms, past the clock
+    // keys and the deadlines of the checks in flight (100 ms), and well
+    // short of the connection's response timeout (500 ms), so that the
+    // checks in flight are answered late rather than timed out by the
+    // client. A check the client timed out anyway (the machine stalled the
+    // test past it), which the server may have run in time, cannot be
+    // counted either way: the window holds at most that many more.
     let deadline = Duration::from_millis(100);
     let store = store(&server, "late:", deadline).await;
+    // The same key, for the checks that must not be late themselves.
+    let patient = store(&server, "late:", PATIENCE).await;
     let policy = Arc::new(Policy::fixed_window("fw", 1 << 40, Duration::from_secs(3600)).unwrap());
-    store.check(&policy, b"hot", 1).await.unwrap();
+    patient.check(&policy, b"hot", 1).await.unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let callers: Vec<_> = (0..8)
         .map(|_| {
             let (store, policy, stop) = (store.clone(), policy.clone(), stop.clone());
             tokio::spawn(async move {
-                let (mut admitted, mut late) = (0u64, 0u64);
+                let (mut admitted, mut late, mut unknown) = (0u64, 0u64, 0u64);
                 while !stop.load(Ordering::Relaxed) {
                     match store.check(&policy, b"hot", 1).await {
                         Ok(d) => {
                             assert!(d.allowed);
                             admitted += 1;
                         }
+                        Err(e) if e.to_string().contains("deadline") => late += 1,
                         Err(e) => {
-                            assert!(e.to_string().contains("deadline"), "{e}");
-                            late += 1;
+                            assert!(late_or_timed_out(&e), "{e}");
+                            unknown += 1;
                         }
                     }
                 }
-                (admitted, late)
+                (admitted, late, unknown)
             })
         })
         .collect();
@@ -287,15 +308,18 @@ async fn a_lone_check_run_after_its_deadline_writes_nothing_though_its_clock_key
     let time_before = calls_of(&server, "time");
     tokio::time::sleep(Duration::from_millis(300)).await;
     let time_reads = calls_of(&server, "time") - time_before;
-    tokio::task::block_in_place(|| server.stop());
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    stop.store(true, Ordering::Relaxed);
-    tokio::task::block_in_place(|| server.cont());
-    let (mut admitted, mut late) = (1, 0);
+    tokio::task::block_in_place(|| {
+        server.stop();
+        std::thread::sleep(Duration::from_millis(250));
+        stop.store(true, Ordering::Relaxed);
+        server.cont();
+    });
+    let (mut admitted, mut late, mut unknown) = (1, 0, 0);
     for caller in callers {
-        let (a, l) = caller.await.unwrap();
+        let (a, l, u) = caller.await.unwrap();
         admitted += a;
         late += l;
+        unknown += u;
     }
     assert!(
         late > 0,
@@ -309,6 +333,10 @@ async fn a_lone_check_run_after_its_deadline_writes_nothing_though_its_clock_key
     );
     // What the window consumed is exactly what was admitted: the late
     // checks wrote nothing.
-    let d = store.check(&policy, b"hot", 0).await.unwrap();
-    assert_eq!((1 << 40) - d.remaining, admitted, "{late} late checks");
+    let d = patient.check(&policy, b"hot", 0).await.unwrap();
+    let consumed = (1 << 40) - d.remaining;
+    assert!(
+        consumed >= admitted && consumed - admitted <= unknown,
+        "consumed {consumed}, admitted {admitted}: {late} late checks, {unknown} timed out"
+    );
 }

@@ -18,12 +18,9 @@ use std::time::{Duration, Instant};
 use tollgate::store::redis::RedisStore;
 use tollgate::store::resilient::{BreakerState, OnFailure, ResilientStore};
 use tollgate::{Policy, Source, Store};
-use tollgate_testkit::{FailoverMode, RedisCluster, RedisSentinel};
+use tollgate_testkit::{FailoverMode, PATIENCE, RedisCluster, RedisSentinel, SLACK};
 
 const DEADLINE: Duration = Duration::from_millis(50);
-/// What a decision may take beyond the deadline on a loaded 2-core
-/// machine shared with other builds; the slowest is printed.
-const SLACK: Duration = Duration::from_millis(250);
 const RATE: u64 = 200;
 const BURST: u64 = 50;
 const CALLERS: usize = 8;
@@ -167,16 +164,16 @@ fn failover_under_load(fault: Fault) {
         let fault_at = start.elapsed();
         tokio::task::block_in_place(|| topology.inject(fault, &key));
         if matches!(topology, Topology::Sentinel(_)) {
-            let by = Instant::now() + Duration::from_secs(10);
+            let by = Instant::now() + PATIENCE;
             while redis.master_switches() == 0 && Instant::now() < by {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
             assert!(redis.master_switches() >= 1, "the store never moved to the new master");
         }
-        // Back on Redis (the breaker closed; within 15 s, which covers the
-        // cluster client's slot map refresh and the probe's backoff on a
-        // busy machine), then a while on it.
-        let by = Instant::now() + Duration::from_secs(15);
+        // Back on Redis (the breaker closed, however long the cluster
+        // client's slot map refresh and the probe's backoff take on a busy
+        // machine), then a while on it.
+        let by = Instant::now() + PATIENCE;
         while store.breaker_state() != BreakerState::Closed && Instant::now() < by {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -245,6 +242,8 @@ fn failover_under_load(fault: Fault) {
             all.iter().rev().take(CALLERS).all(|s| s.source == Some(Source::Store)),
             "not back on Redis at the end"
         );
+        // Far below what a call that waited for the failover would take
+        // (seconds: a Sentinel's or a cluster's election).
         assert!(slowest <= DEADLINE + SLACK, "slowest decision {slowest:?}");
         assert!(
             by_store <= store_bound,

@@ -10,7 +10,6 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Hits to add to one key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,9 +54,7 @@ impl Default for MemoryCounter {
 }
 
 fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+    crate::test_clock::unix_secs()
 }
 
 impl MemoryCounter {

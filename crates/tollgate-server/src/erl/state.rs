@@ -3,7 +3,6 @@
 //! (extensions on) and the local over-limit cache.
 
 use std::sync::{Arc, RwLock};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use metrics_exporter_prometheus::PrometheusHandle;
@@ -74,9 +73,7 @@ impl ErlState {
         &self,
         request: &RateLimitRequest,
     ) -> Result<RateLimitResponse, CallError> {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+        let now = crate::test_clock::unix_secs();
         let config = self.config();
         let deciders = Deciders {
             counter: self.counter.as_ref(),

@@ -114,6 +114,10 @@ pub(crate) struct ServeArgs {
     /// `RateLimit-Policy` and `RateLimit`, always). Same as `[erl] headers`.
     #[arg(long, env = "TOLLGATE_ERL_HEADERS", value_enum)]
     erl_headers: Option<config::HeaderStyle>,
+    /// For tests only: every decision's clock stands still at this Unix
+    /// time in ms (`crate::test_clock`).
+    #[arg(long, env = "TOLLGATE_TEST_CLOCK_MS", hide = true)]
+    test_clock_ms: Option<u64>,
 }
 
 fn load(args: &ServeArgs) -> Result<(Config, Option<PathBuf>), Vec<config::ConfigError>> {
@@ -156,6 +160,7 @@ pub(crate) fn run(args: ServeArgs) -> i32 {
         )
         .with_writer(std::io::stderr)
         .init();
+    crate::test_clock::pin(args.test_clock_ms);
     let grpc_tls = [
         (&args.grpc_tls_cert, "--grpc-tls-cert"),
         (&args.grpc_tls_key, "--grpc-tls-key"),

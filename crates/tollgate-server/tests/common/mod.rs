@@ -14,9 +14,22 @@ pub(crate) fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// The binary, without the `TOLLGATE_*` variables of the environment the
+/// tests run in (a developer's `TOLLGATE_REDIS` would point a test at that
+/// Redis, `TOLLGATE_TOKEN` lock it out): a test sets what it means to.
+pub(crate) fn tollgate() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tollgate"));
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("TOLLGATE_") {
+            cmd.env_remove(name);
+        }
+    }
+    cmd
+}
+
 /// Runs `tollgate simulate ARGS` from the repository's root.
 pub(crate) fn simulate(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tollgate"))
+    tollgate()
         .arg("simulate")
         .args(args)
         .current_dir(repo())

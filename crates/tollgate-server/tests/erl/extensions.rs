@@ -29,19 +29,6 @@ per = "1h"
 burst = 3
 "#;
 
-/// Sleeps past the end of the UTC day when it is less than 30 s away, so
-/// that a test's day-long window does not turn.
-fn clear_of_midnight() {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    let left = 86_400 - now % 86_400;
-    if left < 30 {
-        std::thread::sleep(Duration::from_secs(left + 1));
-    }
-}
-
 fn setup() -> (PathBuf, PathBuf) {
     let dir = temp_dir();
     std::fs::create_dir_all(dir.join("erl")).unwrap();
@@ -53,7 +40,6 @@ fn setup() -> (PathBuf, PathBuf) {
 
 #[tokio::test]
 async fn a_descriptor_moved_to_a_gcra_policy_on_redis_end_to_end() {
-    clear_of_midnight();
     let redis = RedisServer::start();
     let (dir, toml) = setup();
     let redis_addr = redis.addr().to_string();

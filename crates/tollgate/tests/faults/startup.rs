@@ -56,8 +56,8 @@ fn a_store_started_while_redis_is_down_decides_and_connects_when_it_answers() {
         assert!(direct.is_transient() && direct.to_string().contains("not connected yet"));
 
         tokio::task::block_in_place(|| server.restart());
-        let back = wait_for(&local, BreakerState::Closed, Duration::from_secs(5)).await;
-        wait_for(&deny, BreakerState::Closed, Duration::from_secs(5)).await;
+        let back = wait_for(&local, BreakerState::Closed).await;
+        wait_for(&deny, BreakerState::Closed).await;
         eprintln!("started with Redis down: back on Redis {back:?} after it came up");
         assert!(primary.is_connected());
         let d = local.check(&bucket, b"k", 1).await.unwrap();
