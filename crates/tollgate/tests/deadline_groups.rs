@@ -149,9 +149,9 @@ async fn a_group_run_after_its_deadline_writes_nothing() {
     let server = RedisServer::start();
     {
         let deadline = Duration::from_millis(50);
-        let store = store(&server, "late:", deadline).await;
         // The same keys, for the checks that must not be late themselves.
         let patient = store(&server, "late:", PATIENCE).await;
+        let store = store(&server, "late:", deadline).await;
         let policy = Arc::new(Policy::fixed_window("fw", 10, Duration::from_secs(3600)).unwrap());
         // The keys' windows exist, so the late checks would be bare
         // DECRBYs.
@@ -276,9 +276,9 @@ async fn a_lone_check_run_after_its_deadline_writes_nothing_though_its_clock_key
     // test past it), which the server may have run in time, cannot be
     // counted either way: the window holds at most that many more.
     let deadline = Duration::from_millis(100);
-    let store = store(&server, "late:", deadline).await;
     // The same key, for the checks that must not be late themselves.
     let patient = store(&server, "late:", PATIENCE).await;
+    let store = store(&server, "late:", deadline).await;
     let policy = Arc::new(Policy::fixed_window("fw", 1 << 40, Duration::from_secs(3600)).unwrap());
     patient.check(&policy, b"hot", 1).await.unwrap();
     let stop = Arc::new(AtomicBool::new(false));
