@@ -38,14 +38,19 @@ fn kill_9_under_load_falls_back_within_the_deadline_and_recovers() {
             figures.admissions.fallback >= 20,
             "the fallback admits its burst"
         );
-        // Back on Redis: answered by Redis, or by a denial Redis proved (the
-        // deny cache remembers Redis's own denials only), never by the
-        // fallback.
-        let last = samples.last().unwrap();
+        // Back on Redis after the fallback: answered by Redis, or by a
+        // denial Redis proved (the deny cache remembers Redis's own denials
+        // only). (Not necessarily the very last call: on a loaded machine a
+        // call past its 50 ms deadline may open the breaker again.)
+        let first_fallback = samples
+            .iter()
+            .position(|s| s.source() == Some(Source::Fallback))
+            .unwrap();
         assert!(
-            matches!(last.source(), Some(Source::Store | Source::Cache)),
-            "decisions are back on Redis: {:?}",
-            last.source()
+            samples[first_fallback..]
+                .iter()
+                .any(|s| matches!(s.source(), Some(Source::Store | Source::Cache))),
+            "decisions are back on Redis after the fallback"
         );
         assert!(
             counter("tollgate_store_errors_total", ("kind", "io"))
@@ -231,10 +236,17 @@ fn frozen_server(callers: usize) {
         }
         assert!(slowest <= DEADLINE + SLACK, "a call took {slowest:?}");
         // Calls in flight when the server froze may have run before it did,
-        // their replies stuck: at most one per caller.
+        // their replies stuck: at most one per caller. So may a call before
+        // the freeze that a loaded machine let run past its deadline on the
+        // client (answered by the fallback) while Redis ran it in time.
+        let timed_out_before = samples
+            .iter()
+            .filter(|s| s.at < stopped_at && s.source() == Some(Source::Fallback))
+            .count() as u64;
         assert!(
-            in_redis >= from_store && in_redis - from_store <= callers as u64,
-            "Redis counts {in_redis}, admitted by Redis {from_store}: commands applied late"
+            in_redis >= from_store && in_redis - from_store <= callers as u64 + timed_out_before,
+            "Redis counts {in_redis}, admitted by Redis {from_store}, {timed_out_before} timed out before the freeze: \
+             commands applied late"
         );
     });
 }
@@ -378,15 +390,18 @@ fn three_instances_share_the_limit_during_an_outage() {
             loads.push(Load::start(store, policy.clone(), b"hot", 4, Duration::from_millis(2)));
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let killed = Instant::now();
         tokio::task::block_in_place(|| server.kill9());
         tokio::time::sleep(Duration::from_millis(1500)).await;
-        let outage = killed.elapsed();
-        let mut admitted = 0u64;
+        // The outage as the fallbacks saw it: the longest span over which
+        // one decided (the loads go on until they are stopped, however
+        // late a loaded machine gets to that).
+        let (mut admitted, mut outage) = (0u64, Duration::ZERO);
         for load in loads {
             // Each instance on its own: one share over every interval.
             let samples = load.finish().await;
-            admitted += assert_bounded("3 instances", &samples, Share::of(burst, rate, 3)).fallback;
+            let counted = assert_bounded("3 instances", &samples, Share::of(burst, rate, 3));
+            admitted += counted.fallback;
+            outage = outage.max(counted.span);
         }
         // Each instance's share: burst/3 now, rate/3 a second.
         let share = burst / 3 + rate * (outage.as_micros() as u64 + 1_000) / 3_000_000;
@@ -402,16 +417,18 @@ fn the_deny_cache_spares_redis_under_a_flood() {
     let server = RedisServer::start();
     runtime().block_on(async {
         // Client time on a clock that stands at the start of a minute: the
-        // window cannot turn (and admit again) during the flood.
+        // window cannot turn (and admit again) during the flood. Deadlines
+        // no loaded machine reaches: a call timed out would be answered by
+        // the local fallback, which is not what this test is about.
         let clock = ManualClock::new(1_800_000_000_000_000);
         let redis = RedisStore::builder([server.url()])
-            .deadline(DEADLINE)
+            .deadline(PATIENCE)
             .time_source(TimeSource::Client(Arc::new(clock.clone())))
             .connect()
             .await
             .expect("connect");
         let store = ResilientStore::builder(Arc::new(redis))
-            .deadline(DEADLINE)
+            .deadline(PATIENCE)
             .on_failure(OnFailure::Local)
             .clock(Arc::new(clock))
             .build()
