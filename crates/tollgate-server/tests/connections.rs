@@ -14,8 +14,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// The longest any awaited event may take before the test fails.
-const PATIENCE: Duration = Duration::from_secs(30);
+use tollgate_testkit::PATIENCE;
 
 const POLICY: &str = r#"
 [[policy]]
