@@ -113,8 +113,9 @@ async fn a_killed_primary_under_busy_callers_heals() {
                 while !stop.load(Ordering::Relaxed) {
                     let after = healed.load(Ordering::Relaxed);
                     let call = store.check(&policy, key.as_bytes(), 1);
-                    let Ok(r) = tokio::time::timeout(Duration::from_secs(15), call).await else {
-                        panic!("caller {c}: a call unanswered after 15 s");
+                    let patience = tollgate_testkit::PATIENCE;
+                    let Ok(r) = tokio::time::timeout(patience, call).await else {
+                        panic!("caller {c}: a call unanswered after {patience:?}");
                     };
                     if after && r.is_ok() {
                         answered_after += 1;
