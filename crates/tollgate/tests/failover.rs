@@ -174,9 +174,11 @@ fn failover_under_load(fault: Fault) {
         // client's slot map refresh and the probe's backoff take on a busy
         // machine), then a while on it.
         let by = Instant::now() + PATIENCE;
-        while store.breaker_state() != BreakerState::Closed && Instant::now() < by {
+        while store.breaker_state() != BreakerState::Closed {
+            assert!(Instant::now() < by, "the breaker never closed");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        let closed_at = start.elapsed();
         tokio::time::sleep(Duration::from_millis(1000)).await;
         stop.store(true, Ordering::Relaxed);
         let mut all = Vec::new();
@@ -237,10 +239,13 @@ fn failover_under_load(fault: Fault) {
             all.len(),
         );
         assert_eq!(errors, 0, "callers saw errors");
-        assert!(back.is_some() || fallback.is_empty(), "never back on Redis after the fallback");
+        // Redis decides again once the breaker has closed (not necessarily
+        // every last call: on a loaded machine a call past its 50 ms
+        // deadline may open the breaker again).
         assert!(
-            all.iter().rev().take(CALLERS).all(|s| s.source == Some(Source::Store)),
-            "not back on Redis at the end"
+            all.iter()
+                .any(|s| s.at > closed_at && s.source == Some(Source::Store)),
+            "not back on Redis once the breaker closed"
         );
         // Far below what a call that waited for the failover would take
         // (seconds: a Sentinel's or a cluster's election).

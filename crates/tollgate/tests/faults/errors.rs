@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use tollgate::store::redis::RedisStore;
 use tollgate::{Error, Policy, Source, Store, StoreErrorKind};
-use tollgate_testkit::RedisServer;
+use tollgate_testkit::{PATIENCE, RedisServer};
 
-use crate::support::{redis_at, resilient, runtime};
+use crate::support::{redis_within, resilient, runtime};
 
 /// A fresh key's admission, which writes, through the bare store and
 /// through a resilient one: the first fails with `kind`, transient or not,
@@ -41,7 +41,9 @@ fn oom_readonly_and_noperm_from_a_real_server() {
     ]);
     runtime().block_on(async {
         let url = format!("redis://limiter:s3cret@127.0.0.1:{}/", server.port());
-        let store = redis_at(&url).await;
+        // A deadline no loaded machine reaches: the error is the subject,
+        // not a timeout.
+        let store = redis_within(&url, PATIENCE).await;
         server.cli(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
         server.cli(&["CONFIG", "SET", "maxmemory", "1"]);
         classified(&store, b"oom", StoreErrorKind::OutOfMemory, true).await;
@@ -66,7 +68,7 @@ fn masterdown_from_a_real_replica() {
         "no",
     ]);
     runtime().block_on(async {
-        let store = redis_at(&replica.url()).await;
+        let store = redis_within(&replica.url(), PATIENCE).await;
         primary.kill9();
         tokio::time::sleep(Duration::from_millis(200)).await;
         classified(&store, b"masterdown", StoreErrorKind::Replica, true).await;
