@@ -125,10 +125,7 @@ fn every_manifest_parses_and_every_kustomization_lists_its_files() {
 
 /// `tollgate ARGS`, which must succeed.
 fn tollgate(args: &[&str]) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
-        .args(args)
-        .output()
-        .unwrap();
+    let out = common::tollgate().args(args).output().unwrap();
     assert!(
         out.status.success(),
         "tollgate {args:?}: {}",
