@@ -16,6 +16,9 @@ pub(crate) enum Code {
     NotFound,
     /// A token is configured and the request lacks it.
     Unauthorized,
+    /// The token is known, not allowed on that route (the decision token
+    /// on an admin route).
+    Forbidden,
     /// The body exceeds its limit.
     PayloadTooLarge,
     /// The endpoint exists, not with that method.
@@ -52,6 +55,7 @@ impl Code {
             Code::UnknownPolicy => "unknown_policy",
             Code::NotFound => "not_found",
             Code::Unauthorized => "unauthorized",
+            Code::Forbidden => "forbidden",
             Code::PayloadTooLarge => "payload_too_large",
             Code::MethodNotAllowed => "method_not_allowed",
             Code::Timeout => "request_timeout",

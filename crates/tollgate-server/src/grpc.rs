@@ -56,7 +56,7 @@ pub(crate) struct Rls {
 pub(crate) type Served = InterceptedService<DecodeStatus<RateLimitServiceServer<Rls>>, Bearer>;
 
 pub(crate) fn service(state: Arc<AppState>) -> Served {
-    let bearer = Bearer::new(state.token.as_deref());
+    let bearer = Bearer::new(state.tokens.clone());
     InterceptedService::new(
         DecodeStatus::new(RateLimitServiceServer::new(Rls { state })),
         bearer,
@@ -200,6 +200,8 @@ fn status(e: ServiceError) -> Status {
     match e.code() {
         error::Code::StoreError | error::Code::StoreUnavailable => Status::unavailable(message),
         error::Code::Internal => Status::internal(message),
+        error::Code::Unauthorized => Status::unauthenticated(message),
+        error::Code::Forbidden => Status::permission_denied(message),
         _ => Status::invalid_argument(message),
     }
 }

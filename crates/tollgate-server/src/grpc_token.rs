@@ -4,41 +4,37 @@
 //! A call without it, or with another token, answers `UNAUTHENTICATED`
 //! before its message is even decoded, so it consumes nothing. The gRPC
 //! health service (`grpc.health.v1.Health`) is not wrapped: it stays open,
-//! as `/healthz` does.
+//! as `/healthz` does. A decision route: the admin token is accepted too
+//! (see `auth.rs`).
 
-use std::sync::Arc;
-
-use subtle::ConstantTimeEq;
 use tonic::service::Interceptor;
 use tonic::{Request, Status};
+
+use crate::auth::{Access, Tokens};
 
 /// The token check, as a tonic interceptor.
 #[derive(Debug, Clone)]
 pub(crate) struct Bearer {
-    token: Option<Arc<str>>,
+    tokens: Tokens,
 }
 
 impl Bearer {
-    /// Checks `token` when there is one; lets every call through otherwise.
-    pub(crate) fn new(token: Option<&str>) -> Bearer {
-        Bearer {
-            token: token.map(Arc::from),
-        }
+    /// Checks the decision token when there is one; lets every call
+    /// through otherwise.
+    pub(crate) fn new(tokens: Tokens) -> Bearer {
+        Bearer { tokens }
     }
 }
 
 impl Interceptor for Bearer {
     fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
-        let Some(token) = &self.token else {
-            return Ok(request);
-        };
         let given = request
             .metadata()
             .get("authorization")
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
             .unwrap_or("");
-        if bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
+        if self.tokens.check(Access::Decision, given).is_ok() {
             Ok(request)
         } else {
             Err(Status::unauthenticated(
@@ -64,10 +60,11 @@ mod tests {
 
     #[test]
     fn the_token_is_required_when_set() {
-        let mut open = Bearer::new(None);
+        let mut open = Bearer::new(Tokens::default());
         assert_eq!(call(&mut open, None), Ok(()));
-        let mut guarded = Bearer::new(Some("s3cret"));
+        let mut guarded = Bearer::new(Tokens::new(Some("s3cret"), Some("adm1n")));
         assert_eq!(call(&mut guarded, Some("Bearer s3cret")), Ok(()));
+        assert_eq!(call(&mut guarded, Some("Bearer adm1n")), Ok(()));
         for bad in [None, Some("Bearer s3cres"), Some("s3cret"), Some("Bearer ")] {
             assert_eq!(
                 call(&mut guarded, bad),

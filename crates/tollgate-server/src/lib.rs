@@ -3,6 +3,7 @@
 //! classification (`error.rs`), and the other subcommands, each in its own
 //! module. `main.rs` is a thin binary that calls [`run`].
 
+mod auth;
 mod bench;
 mod check;
 mod client;

@@ -173,7 +173,7 @@ fn state(runtime: &tokio::runtime::Runtime) -> Arc<AppState> {
     Arc::new(AppState {
         backend,
         policies: RwLock::new(Arc::new(config.policies)),
-        token: None,
+        tokens: Default::default(),
         metrics: None,
         status: Default::default(),
         overrides: crate::overrides::SharedOverrides::local(),

@@ -1,5 +1,5 @@
 //! What the HTTP and gRPC front ends share: the store, the policies in
-//! force (swapped whole on reload), the token, the metrics handle and
+//! force (swapped whole on reload), the tokens, the metrics handle and
 //! what the status page shows.
 
 use std::sync::{Arc, RwLock};
@@ -15,7 +15,8 @@ pub(crate) struct AppState {
     pub(crate) backend: Backend,
     /// The policies in force, swapped whole on reload.
     pub(crate) policies: RwLock<Arc<PolicySet>>,
-    pub(crate) token: Option<String>,
+    /// The decision and admin tokens (`auth.rs`).
+    pub(crate) tokens: crate::auth::Tokens,
     pub(crate) metrics: Option<PrometheusHandle>,
     /// Uptime, decisions per second by policy, the last reload.
     pub(crate) status: crate::status::Status,

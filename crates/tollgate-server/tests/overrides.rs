@@ -243,3 +243,82 @@ fn precedence_allow_and_bad_input_in_memory() {
         "{response}"
     );
 }
+
+/// `--token` guards decisions, `TOLLGATE_ADMIN_TOKEN` the routes that
+/// change limits or state (reading overrides included); the decision token
+/// there is a 403 `forbidden`, and neither token is ever answered back.
+#[test]
+fn the_admin_token_guards_overrides_and_keys() {
+    let dir = temp_dir();
+    let config = dir.join("tollgate.toml");
+    std::fs::write(&config, CONFIG.split_once("\n\n").unwrap().1).unwrap();
+    let config = config.display().to_string();
+    let s = Service::run(
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--config",
+            &config,
+            "--token",
+            "d3cision",
+        ],
+        &[("TOLLGATE_ADMIN_TOKEN", "adm1n")],
+    );
+    let with = |method: &str, path: &str, body: &str, token: &str| {
+        let header = if token.is_empty() {
+            String::new()
+        } else {
+            format!("Authorization: Bearer {token}\r\n")
+        };
+        let response = s.request_with(method, path, body, &header);
+        assert!(
+            !response.contains("d3cision") && !response.contains("adm1n"),
+            "a token answered back: {response}"
+        );
+        parse(&response)
+    };
+    let code = |(status, body): (u16, Value)| (status, body["error"]["code"].clone());
+    let check = "{\"policy\":\"api\",\"key\":\"k\"}";
+    for (method, path, body) in [
+        ("PUT", "/v1/overrides/api/k", "{\"limit\": 9}"),
+        ("GET", "/v1/overrides/api/k", ""),
+        ("GET", "/v1/overrides/api", ""),
+        ("DELETE", "/v1/overrides/api/k", ""),
+        ("DELETE", "/v1/keys/api/k", ""),
+    ] {
+        let what = format!("{method} {path}");
+        assert_eq!(
+            code(with(method, path, body, "d3cision")),
+            (403, "forbidden".into()),
+            "{what}"
+        );
+        assert_eq!(
+            code(with(method, path, body, "")),
+            (401, "unauthorized".into()),
+            "{what}"
+        );
+        assert_eq!(
+            code(with(method, path, body, "wrong")),
+            (401, "unauthorized".into()),
+            "{what}"
+        );
+    }
+    // Nothing was applied by the refused requests.
+    assert_eq!(with("POST", "/v1/check", check, "d3cision").1["limit"], 3);
+    let (status, body) = with("PUT", "/v1/overrides/api/k", "{\"limit\": 9}", "adm1n");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(with("GET", "/v1/overrides/api/k", "", "adm1n").0, 200);
+    // Decisions: the decision token or the admin one, nothing else.
+    assert_eq!(with("POST", "/v1/check", check, "d3cision").1["limit"], 9);
+    assert_eq!(with("POST", "/v1/check", check, "adm1n").0, 200);
+    assert_eq!(code(with("POST", "/v1/check", check, "")).0, 401);
+    let (status, metrics) = {
+        let response = s.request_with("GET", "/metrics", "", "Authorization: Bearer d3cision\r\n");
+        (response[9..12].parse::<u16>().unwrap(), response)
+    };
+    assert_eq!(status, 200);
+    assert!(!metrics.contains("d3cision") && !metrics.contains("adm1n"));
+    assert_eq!(with("DELETE", "/v1/keys/api/k", "", "adm1n").0, 200);
+    assert_eq!(with("DELETE", "/v1/overrides/api/k", "", "adm1n").0, 200);
+}

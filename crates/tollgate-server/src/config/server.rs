@@ -20,6 +20,8 @@ pub(super) struct RawServer {
     grpc_listen: Option<Spanned<String>>,
     token: Option<Spanned<String>>,
     token_file: Option<Spanned<String>>,
+    admin_token: Option<Spanned<String>>,
+    admin_token_file: Option<Spanned<String>>,
     grpc_tls_cert: Option<Spanned<String>>,
     grpc_tls_key: Option<Spanned<String>>,
     grpc_tls_client_ca: Option<Spanned<String>>,
@@ -37,6 +39,9 @@ pub(crate) struct ServerSettings {
     pub(crate) listen: Option<SocketAddr>,
     pub(crate) grpc_listen: Option<SocketAddr>,
     pub(crate) token: Option<String>,
+    /// The token the routes that change limits or state want (overrides,
+    /// `DELETE /v1/keys/...`); without it, `token` guards them too.
+    pub(crate) admin_token: Option<String>,
     /// TLS on the gRPC server: its certificate chain and key (PEM), and
     /// the CA that signs client certificates for mutual TLS; paths
     /// relative to the config file. Read when the service starts.
@@ -192,39 +197,8 @@ pub(super) fn server_settings(
     let connections = connection_limits(&mut raw)?;
     let grpc_listen = address(raw.grpc_listen, "grpc_listen")?;
     let listen = address(raw.listen, "listen")?;
-    let token = match (raw.token, raw.token_file) {
-        (Some(t), Some(f)) => {
-            let span = t.span().start.min(f.span().start)..f.span().end;
-            return Err((
-                span,
-                "[server] `token` and `token_file` exclude each other".into(),
-            ));
-        }
-        (Some(t), None) if t.get_ref().is_empty() => {
-            return Err((t.span(), "[server] `token` must not be empty".into()));
-        }
-        (Some(t), None) => Some(t.into_inner()),
-        (None, Some(f)) => {
-            let path = beside(file, f.get_ref());
-            let token = std::fs::read_to_string(&path)
-                .map_err(|e| {
-                    (
-                        f.span(),
-                        format!("[server] `token_file` {}: {e}", path.display()),
-                    )
-                })?
-                .trim()
-                .to_string();
-            if token.is_empty() {
-                return Err((
-                    f.span(),
-                    format!("[server] `token_file` {} is empty", path.display()),
-                ));
-            }
-            Some(token)
-        }
-        (None, None) => None,
-    };
+    let token = secret(raw.token, raw.token_file, "token", file)?;
+    let admin_token = secret(raw.admin_token, raw.admin_token_file, "admin_token", file)?;
     let tls_file = |value: Option<Spanned<String>>, field: &str| {
         value.map(|v| TlsFile::new(beside(file, v.get_ref()), format!("[server] `{field}`")))
     };
@@ -232,6 +206,7 @@ pub(super) fn server_settings(
         listen,
         grpc_listen,
         token,
+        admin_token,
         grpc_tls_cert: tls_file(raw.grpc_tls_cert, "grpc_tls_cert"),
         grpc_tls_key: tls_file(raw.grpc_tls_key, "grpc_tls_key"),
         grpc_tls_client_ca: tls_file(raw.grpc_tls_client_ca, "grpc_tls_client_ca"),
@@ -240,6 +215,49 @@ pub(super) fn server_settings(
 }
 
 /// A path named in the config file: relative ones are relative to it.
+/// A bearer token, given in the file (`field`) or in a file of its own
+/// (`field_file`, relative to the config file, trimmed): never empty.
+fn secret(
+    value: Option<Spanned<String>>,
+    path: Option<Spanned<String>>,
+    field: &str,
+    file: &str,
+) -> Result<Option<String>, SpannedError> {
+    match (value, path) {
+        (Some(t), Some(f)) => {
+            let span = t.span().start.min(f.span().start)..t.span().end.max(f.span().end);
+            Err((
+                span,
+                format!("[server] `{field}` and `{field}_file` exclude each other"),
+            ))
+        }
+        (Some(t), None) if t.get_ref().is_empty() => {
+            Err((t.span(), format!("[server] `{field}` must not be empty")))
+        }
+        (Some(t), None) => Ok(Some(t.into_inner())),
+        (None, Some(f)) => {
+            let path = beside(file, f.get_ref());
+            let token = std::fs::read_to_string(&path)
+                .map_err(|e| {
+                    (
+                        f.span(),
+                        format!("[server] `{field}_file` {}: {e}", path.display()),
+                    )
+                })?
+                .trim()
+                .to_string();
+            if token.is_empty() {
+                return Err((
+                    f.span(),
+                    format!("[server] `{field}_file` {} is empty", path.display()),
+                ));
+            }
+            Ok(Some(token))
+        }
+        (None, None) => Ok(None),
+    }
+}
+
 fn beside(file: &str, path: &str) -> std::path::PathBuf {
     Path::new(file)
         .parent()
@@ -281,6 +299,34 @@ mod tests {
                 http2_keepalive_interval: s(4),
                 http2_keepalive_timeout: s(5),
             }
+        );
+    }
+
+    #[test]
+    fn the_admin_token_is_read_and_checked_like_the_token() {
+        let config = |server: &str| {
+            Config::parse("t.toml", &format!("[server]\n{server}\n{POLICY}"))
+                .map(|c| (c.server.token, c.server.admin_token))
+                .map_err(|e| e.iter().map(ToString::to_string).collect::<String>())
+        };
+        assert_eq!(
+            config("token = \"d\"\nadmin_token = \"a\""),
+            Ok((Some("d".into()), Some("a".into())))
+        );
+        let e = config("admin_token = \"\"").unwrap_err();
+        assert!(
+            e.contains("t.toml:2:") && e.contains("`admin_token` must not be empty"),
+            "{e}"
+        );
+        let e = config("admin_token = \"a\"\nadmin_token_file = \"f\"").unwrap_err();
+        assert!(
+            e.contains("`admin_token` and `admin_token_file` exclude each other"),
+            "{e}"
+        );
+        let e = config("admin_token_file = \"no-such-file\"").unwrap_err();
+        assert!(
+            e.contains("t.toml:2:") && e.contains("`admin_token_file`"),
+            "{e}"
         );
     }
 

@@ -246,6 +246,7 @@ pub(super) async fn release(
         (status = 200, description = "Forgotten", body = ResetBody),
         (status = 400, description = "`invalid_key`", body = ErrorBody),
         (status = 401, description = "A token is configured and the bearer token is missing or wrong", body = ErrorBody),
+        (status = 403, description = "The decision token, where an admin token is configured", body = ErrorBody),
         (status = 404, description = "`unknown_policy`", body = ErrorBody),
         (status = 503, description = "The store failed under `on_failure = \"deny\"`", body = ErrorBody),
     ))]

@@ -368,7 +368,7 @@ pub(crate) struct ErrorBody {
 pub(crate) struct ErrorDetail {
     /// One of `invalid_request`, `invalid_policy`, `invalid_argument`,
     /// `invalid_key`, `cost_exceeds_limit`, `unsupported` (400),
-    /// `unauthorized` (401), `unknown_policy`, `not_found` (404),
+    /// `unauthorized` (401), `forbidden` (403), `unknown_policy`, `not_found` (404),
     /// `method_not_allowed` (405), `request_timeout` (408),
     /// `payload_too_large` (413), `uri_too_long` (414),
     /// `headers_too_large` (431), `internal` (500), `store_error` (502),

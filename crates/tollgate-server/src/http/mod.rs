@@ -37,7 +37,8 @@ use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, delete, get, post, put};
-use subtle::ConstantTimeEq;
+
+use crate::auth::Access;
 
 use crate::error::{Code, ServiceError};
 use crate::state::AppState;
@@ -93,29 +94,40 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
+/// Whether a request's route is an admin one (see `auth.rs`): the
+/// overrides, and forgetting a key.
+fn access(request: &Request) -> Access {
+    let path = request.uri().path();
+    let admin = path.starts_with("/v1/overrides/")
+        || (request.method() == http::Method::DELETE && path.starts_with("/v1/keys/"));
+    if admin {
+        Access::Admin
+    } else {
+        Access::Decision
+    }
+}
+
 /// With a token configured, every endpoint but `/healthz`, `/readyz` (the
 /// probes of an orchestrator, which cannot read the token from a secret:
 /// they learn the store's address without its credentials, and whether it
 /// answers) and the status page itself (`/`, which holds no data: it asks
 /// for the token and sends it to `/v1/stats`) wants `Authorization: Bearer
-/// <token>`, compared in constant time.
+/// <token>`, the admin token on admin routes (`auth.rs`), compared in
+/// constant time.
 async fn authenticate(
     State(state): State<Arc<AppState>>,
     request: Request,
     next: Next,
 ) -> Response {
-    if let Some(token) = &state.token
-        && !matches!(request.uri().path(), "/healthz" | "/readyz" | "/")
-    {
+    if !matches!(request.uri().path(), "/healthz" | "/readyz" | "/") {
         let given = request
             .headers()
             .get(http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
             .unwrap_or("");
-        if !bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
-            return ServiceError::new(Code::Unauthorized, "a valid bearer token is required")
-                .into_response();
+        if let Err(e) = state.tokens.check(access(&request), given) {
+            return e.into_response();
         }
     }
     next.run(request).await

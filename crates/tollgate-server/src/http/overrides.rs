@@ -248,6 +248,7 @@ fn truncate(s: &str) -> &str {
         (status = 200, description = "The override as stored", body = OverrideBody),
         (status = 400, description = "A bad selector, field, value or ttl, named", body = ErrorBody),
         (status = 401, description = "A token is configured and the bearer token is missing or wrong", body = ErrorBody),
+        (status = 403, description = "The decision token, where an admin token is configured", body = ErrorBody),
         (status = 404, description = "`unknown_policy`", body = ErrorBody),
         (status = 503, description = "Redis keeps the overrides and is not connected", body = ErrorBody),
     ))]
@@ -276,6 +277,7 @@ pub(super) async fn put(
         (status = 200, description = "The override", body = OverrideBody),
         (status = 400, description = "A bad selector", body = ErrorBody),
         (status = 401, description = "A token is configured and the bearer token is missing or wrong", body = ErrorBody),
+        (status = 403, description = "The decision token, where an admin token is configured", body = ErrorBody),
         (status = 404, description = "`unknown_policy`, or `not_found`: no such override", body = ErrorBody),
     ))]
 pub(super) async fn get(
@@ -305,6 +307,7 @@ pub(super) async fn get(
         (status = 200, description = "Removed", body = RemovedBody),
         (status = 400, description = "A bad selector", body = ErrorBody),
         (status = 401, description = "A token is configured and the bearer token is missing or wrong", body = ErrorBody),
+        (status = 403, description = "The decision token, where an admin token is configured", body = ErrorBody),
         (status = 404, description = "`unknown_policy`, or `not_found`: no such override", body = ErrorBody),
         (status = 503, description = "Redis keeps the overrides and is not connected", body = ErrorBody),
     ))]
@@ -338,6 +341,7 @@ pub(super) async fn delete(
     responses(
         (status = 200, description = "Its overrides, by selector", body = OverridesBody),
         (status = 401, description = "A token is configured and the bearer token is missing or wrong", body = ErrorBody),
+        (status = 403, description = "The decision token, where an admin token is configured", body = ErrorBody),
         (status = 404, description = "`unknown_policy`", body = ErrorBody),
     ))]
 pub(super) async fn list(

@@ -50,7 +50,7 @@ pub(super) async fn state(
         overrides: crate::overrides::SharedOverrides::local(),
         backend: store::build(&settings).await.unwrap(),
         policies: RwLock::new(Arc::new(config.policies)),
-        token: token.map(str::to_string),
+        tokens: crate::auth::Tokens::new(token, None),
         metrics: metrics.then(|| {
             metrics_exporter_prometheus::PrometheusBuilder::new()
                 .build_recorder()

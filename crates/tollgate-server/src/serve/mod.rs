@@ -91,6 +91,12 @@ pub(crate) struct ServeArgs {
     /// metadata. Not in ERL mode.
     #[arg(long, env = "TOLLGATE_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// A bearer token for the routes that change limits or state (the
+    /// overrides, `DELETE /v1/keys/...`); the `--token` there is refused
+    /// with 403. Without it, `--token` guards those routes too. Same as
+    /// `[server] admin_token`.
+    #[arg(long, env = "TOLLGATE_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
     /// ERL mode: serve this envoyproxy/ratelimit YAML config (a file, or a
     /// directory read recursively) with ERL's semantics, Redis keys,
     /// endpoints and environment variables.
@@ -170,6 +176,10 @@ pub(crate) fn run(args: ServeArgs) -> i32 {
     if args.erl || args.envoy_config.is_some() {
         let own_mode = [
             (args.token.is_some(), "--token (TOLLGATE_TOKEN)"),
+            (
+                args.admin_token.is_some(),
+                "--admin-token (TOLLGATE_ADMIN_TOKEN)",
+            ),
             (!args.redis_sentinel.is_empty(), "--redis-sentinel"),
             (args.redis_master_name.is_some(), "--redis-master-name"),
             (args.require_redis, "--require-redis"),
@@ -220,6 +230,7 @@ pub(crate) fn run(args: ServeArgs) -> i32 {
         redis_master_name: args.redis_master_name.clone(),
         require_redis: args.require_redis,
         token: args.token.clone(),
+        admin_token: args.admin_token.clone(),
         grpc_listen: args.grpc_listen,
         grpc_tls,
         shadow: args.shadow,
@@ -338,7 +349,10 @@ async fn serve(
             crate::overrides::SharedOverrides::local()
         },
         backend,
-        token: config.server.token.clone(),
+        tokens: crate::auth::Tokens::new(
+            config.server.token.as_deref(),
+            config.server.admin_token.as_deref(),
+        ),
         policies: RwLock::new(Arc::new(config.policies.clone())),
         metrics: metrics.clone(),
         status: Default::default(),

@@ -11,6 +11,7 @@ pub(super) struct Overrides {
     pub(super) redis_master_name: Option<String>,
     pub(super) require_redis: bool,
     pub(super) token: Option<String>,
+    pub(super) admin_token: Option<String>,
     pub(super) grpc_listen: Option<SocketAddr>,
     /// `--grpc-tls-cert`, `--grpc-tls-key`, `--grpc-tls-client-ca`.
     pub(super) grpc_tls: [Option<TlsFile>; 3],
@@ -54,6 +55,9 @@ impl Overrides {
         }
         if self.token.is_some() {
             config.server.token = self.token.clone();
+        }
+        if self.admin_token.is_some() {
+            config.server.admin_token = self.admin_token.clone();
         }
         if self.grpc_listen.is_some() {
             config.server.grpc_listen = self.grpc_listen;
