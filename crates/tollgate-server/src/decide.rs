@@ -37,7 +37,7 @@ fn overridden<'p>(
     tier: Option<&str>,
 ) -> Result<Overridden<'p>, ServiceError> {
     tollgate::validate_key(key)?;
-    Ok(match state.overrides.local.resolve(policy, key, tier)? {
+    Ok(match state.overrides.resolve(policy, key, tier)? {
         Resolved::Decide { policy, by } => Overridden::Decide(policy, by),
         Resolved::Block { by } => {
             let wait = policy.time_span().as_micros() as u64;

@@ -5,12 +5,17 @@
 //! the policies whose version moved every 250 ms ([`RedisOverrides`]), so
 //! a change reaches them all within about that and survives restarts,
 //! and no decision asks Redis about overrides.
+//!
+//! The config file's `[[override]]` tables are a base set beneath them
+//! (`base`, replaced at start and on each reload): a key's runtime
+//! override, exact or prefix, wins over any config one; a key with no
+//! runtime override is looked up in the base set.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tollgate::Policy;
-use tollgate::overrides::{Override, Overrides, Selector};
+use tollgate::overrides::{Override, Overrides, Resolved, Selector};
 use tollgate::store::redis::{RedisOverrides, RedisStoreBuilder};
 
 use crate::error::{Code, ServiceError};
@@ -22,7 +27,10 @@ pub(crate) const SYNC_EVERY: Duration = Duration::from_millis(250);
 /// The overrides in force, and where they are shared.
 #[derive(Debug, Default)]
 pub(crate) struct SharedOverrides {
+    /// Those set at runtime (the API; loaded from Redis).
     pub(crate) local: Overrides,
+    /// Those of the config file.
+    base: Overrides,
     /// On Redis: set once its own connection is made.
     redis: OnceLock<RedisOverrides>,
     /// Whether the store is Redis (so a change needs it).
@@ -41,6 +49,66 @@ impl SharedOverrides {
             shared: true,
             ..SharedOverrides::default()
         }
+    }
+
+    /// Replaces the config file's overrides by `set`'s (at start, on each
+    /// reload); an override its policy no longer takes is logged and
+    /// dropped (the file was checked, so only a race can cause it).
+    pub(crate) fn set_base(&self, set: &crate::config::PolicySet) {
+        for name in self.base.policies() {
+            if set.get(&name).is_none() {
+                self.base.clear(&name);
+            }
+        }
+        for policy in &set.policies {
+            let entries = set
+                .overrides
+                .iter()
+                .filter(|o| o.policy == policy.name())
+                .map(|o| (o.selector.clone(), o.over.clone()));
+            if let Err(e) = self.base.replace(policy, entries) {
+                tracing::error!(policy = policy.name(), error = %e, "the config's overrides");
+            }
+        }
+    }
+
+    /// What decides `key` under `policy` in `tier`: its runtime override,
+    /// else its config one, else the tier or the policy.
+    pub(crate) fn resolve<'p>(
+        &self,
+        policy: &'p Policy,
+        key: &[u8],
+        tier: Option<&str>,
+    ) -> tollgate::Result<Resolved<'p>> {
+        match self.local.resolve(policy, key, tier)? {
+            Resolved::Decide { by: None, .. } => self.base.resolve(policy, key, tier),
+            other => Ok(other),
+        }
+    }
+
+    /// The override of `selector` in force, and whether the config file
+    /// set it (one set at runtime wins).
+    pub(crate) fn get(&self, policy: &str, selector: &Selector) -> Option<(Override, bool)> {
+        match self.local.get(policy, selector) {
+            Some(o) => Some((o, false)),
+            None => self.base.get(policy, selector).map(|o| (o, true)),
+        }
+    }
+
+    /// Every override of `policy` in force, in selector order, each with
+    /// whether the config file set it.
+    pub(crate) fn list(&self, policy: &str) -> Vec<(Selector, Override, bool)> {
+        let runtime = self.local.list(policy);
+        let mut all: Vec<_> = self
+            .base
+            .list(policy)
+            .into_iter()
+            .filter(|(s, _)| !runtime.iter().any(|(r, _)| r == s))
+            .map(|(s, o)| (s, o, true))
+            .collect();
+        all.extend(runtime.into_iter().map(|(s, o)| (s, o, false)));
+        all.sort_by_key(|(s, _, _)| s.to_bytes());
+        all
     }
 
     fn redis(&self) -> Result<Option<&RedisOverrides>, ServiceError> {

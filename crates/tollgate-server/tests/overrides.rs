@@ -322,3 +322,73 @@ fn the_admin_token_guards_overrides_and_keys() {
     assert_eq!(with("DELETE", "/v1/keys/api/k", "", "adm1n").0, 200);
     assert_eq!(with("DELETE", "/v1/overrides/api/k", "", "adm1n").0, 200);
 }
+
+/// `[[override]]` tables and `[policy.tiers.*]` in the config file: the
+/// file's overrides apply from the start, one set at runtime wins on the
+/// same selector, a reload replaces the file's; a request's tier picks
+/// the tier's parameters, an unknown one is a 400 naming `tier`.
+#[test]
+fn config_overrides_and_tiers_apply_and_reload() {
+    let file = |limit: u64| {
+        format!(
+            "[[policy]]\nname = \"api\"\nalgorithm = \"fixed_window\"\nlimit = 3\nwindow = \"1h\"\n\n[policy.tiers.pro]\nlimit = 50\n\n[[override]]\npolicy = \"api\"\nkey = \"acme\"\nlimit = {limit}\n\n[[override]]\npolicy = \"api\"\nkey = \"paid_*\"\ntier = \"pro\"\n"
+        )
+    };
+    let dir = temp_dir();
+    let config = dir.join("tollgate.toml");
+    std::fs::write(&config, file(7)).unwrap();
+    let s = Service::start(&config, &[]);
+    let limit = |key: &str, tier: Option<&str>| {
+        let tier = tier.map_or(String::new(), |t| format!(",\"tier\":\"{t}\""));
+        let body = format!("{{\"policy\":\"api\",\"key\":\"{key}\",\"cost\":0{tier}}}");
+        let (status, body) = parse(&s.request("POST", "/v1/check", &body));
+        assert_eq!(status, 200, "{body}");
+        (body["limit"].as_u64().unwrap(), body["override"].clone())
+    };
+    assert_eq!(limit("acme", None), (7, "acme".into()));
+    assert_eq!(limit("paid_1", None), (50, "paid_*".into()));
+    assert_eq!(limit("other", Some("pro")), (50, Value::Null));
+    assert_eq!(limit("other", None), (3, Value::Null));
+    let (status, body) = parse(&s.request(
+        "POST",
+        "/v1/check",
+        "{\"policy\":\"api\",\"key\":\"k\",\"tier\":\"gold\"}",
+    ));
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`tier`"),
+        "{body}"
+    );
+    // Listed with their source; a runtime one wins on the same selector.
+    let (_, listed) = parse(&s.request("GET", "/v1/overrides/api", ""));
+    assert_eq!(listed["overrides"][0]["source"], "config", "{listed}");
+    let (status, _) = parse(&s.request("PUT", "/v1/overrides/api/acme", "{\"limit\": 9}"));
+    assert_eq!(status, 200);
+    assert_eq!(limit("acme", None), (9, "acme".into()));
+    let (_, got) = parse(&s.request("GET", "/v1/overrides/api/acme", ""));
+    assert_eq!(got["source"], "api", "{got}");
+    // Removing the runtime one uncovers the file's; the file's own cannot
+    // be removed through the API.
+    assert_eq!(
+        parse(&s.request("DELETE", "/v1/overrides/api/acme", "")).0,
+        200
+    );
+    assert_eq!(limit("acme", None), (7, "acme".into()));
+    let (status, body) = parse(&s.request("DELETE", "/v1/overrides/api/acme", ""));
+    assert_eq!(status, 404);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("config file"),
+        "{body}"
+    );
+    // A reload replaces the file's overrides.
+    std::fs::write(&config, file(11)).unwrap();
+    eventually("the reload applies the file's new override", || {
+        limit("acme", None) == (11, "acme".into())
+    });
+}

@@ -9,6 +9,8 @@
 
 mod descriptor;
 mod erl;
+mod limits;
+mod overrides;
 mod policy;
 mod regions;
 mod server;
@@ -26,6 +28,8 @@ use toml::Spanned;
 use self::descriptor::RawDescriptor;
 pub(crate) use self::erl::{ErlSettings, HeaderStyle};
 use self::erl::{RawErl, erl_settings};
+pub(crate) use self::overrides::ConfigOverride;
+use self::overrides::RawOverride;
 use self::policy::RawPolicy;
 pub(crate) use self::regions::RegionSettings;
 use self::regions::{RawRegions, region_settings};
@@ -60,6 +64,8 @@ struct RawFile {
     descriptor: Vec<RawDescriptor>,
     erl: Option<RawErl>,
     regions: Option<RawRegions>,
+    #[serde(default, rename = "override")]
+    overrides: Vec<Spanned<RawOverride>>,
 }
 
 /// A whole config file: the policies, and the service's settings.
@@ -79,6 +85,9 @@ pub(crate) struct PolicySet {
     pub(crate) policies: Vec<Policy>,
     /// `[[descriptor]]` tables: Envoy descriptors mapped to policies.
     pub(crate) descriptors: Vec<Descriptor>,
+    /// `[[override]]` tables: the base set of overrides (those set at
+    /// runtime win on the same selector, see `crate::overrides`).
+    pub(crate) overrides: Vec<ConfigOverride>,
 }
 
 impl PolicySet {
@@ -189,11 +198,19 @@ fn parse(file: &str, text: &str) -> Result<Config, Vec<ConfigError>> {
             Err((span, message)) => errors.push(at(span, message)),
         }
     }
+    let mut overrides: Vec<ConfigOverride> = Vec::new();
+    for table in raw.overrides {
+        match overrides::build(table, &policies, &overrides) {
+            Ok(o) => overrides.push(o),
+            Err((span, message)) => errors.push(at(span, message)),
+        }
+    }
     if errors.is_empty() {
         Ok(Config {
             policies: PolicySet {
                 policies,
                 descriptors,
+                overrides,
             },
             server,
             store,

@@ -1,6 +1,7 @@
 //! A `[[policy]]` table: its algorithm and the fields that algorithm
 //! takes, each error with the field's span.
 
+use std::collections::BTreeMap;
 use std::ops::Range;
 
 use serde::Deserialize;
@@ -9,6 +10,7 @@ use tollgate::{Policy, parse_duration};
 use toml::Spanned;
 
 use super::FieldError;
+use super::limits::{RawLimits, span_of_error};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -31,6 +33,9 @@ pub(super) struct RawPolicy {
     pub(super) on_failure: Option<Spanned<String>>,
     /// `enforce` (the default) or `shadow`.
     mode: Option<Spanned<String>>,
+    /// `[policy.tiers.<name>]`: named parameters a request or an override
+    /// may pick (by name, so in name order).
+    tiers: Option<BTreeMap<String, Spanned<RawLimits>>>,
 }
 
 pub(super) fn build(raw: &RawPolicy) -> Result<Policy, FieldError> {
@@ -136,7 +141,16 @@ pub(super) fn build(raw: &RawPolicy) -> Result<Policy, FieldError> {
         };
         (span, e.to_string())
     })?;
-    Ok(if shadow { policy.shadow() } else { policy })
+    let mut policy = if shadow { policy.shadow() } else { policy };
+    for (tier, raw) in raw.tiers.iter().flatten() {
+        let at = format!("tier `{tier}`");
+        let limits = raw.get_ref().limits(&at).map_err(|(s, m)| (Some(s), m))?;
+        policy = policy.with_tier(tier, &limits).map_err(|e| {
+            let span = span_of_error(raw.get_ref(), &e).unwrap_or(raw.span());
+            (Some(span), format!("{at}: {e}"))
+        })?;
+    }
+    Ok(policy)
 }
 
 impl RawPolicy {

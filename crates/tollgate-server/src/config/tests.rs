@@ -294,3 +294,105 @@ fn the_erl_table_opts_in_and_names_a_bad_value() {
     let e = parse("t.toml", "[erl]\nextension = true\n").unwrap_err();
     assert!(e[0].message.contains("unknown field `extension`"), "{e:?}");
 }
+
+const TIERED: &str = "[[policy]]\nname = \"api\"\nalgorithm = \"token_bucket\"\nrate = 10\nper = \"1s\"\nburst = 20\n\n[policy.tiers.pro]\nrate = 100\nburst = 200\n\n[policy.tiers.free]\nburst = 5\n";
+
+#[test]
+fn tiers_and_overrides_are_read() {
+    let text = format!(
+        "{TIERED}\n[[override]]\npolicy = \"api\"\nkey = \"acme\"\nburst = 5000\nttl = \"24h\"\n\n[[override]]\npolicy = \"api\"\nkey = \"trial_*\"\ntier = \"free\"\n\n[[override]]\npolicy = \"api\"\nkey = \"bot\"\naction = \"block\"\n"
+    );
+    let config = parse("t.toml", &text).unwrap();
+    let api = config.policies.get("api").unwrap();
+    assert_eq!(api.tier_names(), ["free", "pro"]);
+    assert_eq!(api.tier("pro").unwrap().limit(), 200);
+    assert_eq!(api.tier("free").unwrap().limit(), 5);
+    let overrides = &config.policies.overrides;
+    let texts: Vec<(String, &str)> = overrides
+        .iter()
+        .map(|o| (o.selector.to_string(), o.over.action().kind()))
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            ("acme".to_string(), "limits"),
+            ("trial_*".to_string(), "tier"),
+            ("bot".to_string(), "block")
+        ]
+    );
+    assert!(overrides[0].over.expires_at().is_some());
+}
+
+#[test]
+fn a_bad_tier_or_override_names_its_line_and_field() {
+    let o = |body: &str| format!("{TIERED}\n[[override]]\npolicy = \"api\"\n{body}\n");
+    // The override's own lines start at line 17 (`policy` on 16).
+    for (text, line, needle) in [
+        (
+            TIERED.replace("burst = 200", "limit = 200"),
+            10,
+            "tier `pro`: invalid policy: `limit` does not apply to token_bucket",
+        ),
+        (
+            TIERED.replace("burst = 5", "burst = 0"),
+            13,
+            "`burst` must be a positive integer",
+        ),
+        (
+            TIERED.replace("burst = 5", "brust = 5"),
+            13,
+            "unknown field `brust`",
+        ),
+        (
+            o("key = \"k\"\nlimit = 5"),
+            18,
+            "`limit` does not apply to token_bucket",
+        ),
+        (
+            o("key = \"k\"\nrate = 0"),
+            18,
+            "`rate` must be a positive integer",
+        ),
+        (o("key = \"k\"\ntier = \"gold\""), 18, "`tier`"),
+        (
+            o("key = \"k\"\naction = \"ban\""),
+            18,
+            "`action` must be \"block\" or \"allow\"",
+        ),
+        (
+            o("key = \"k\"\naction = \"block\"\nburst = 4"),
+            18,
+            "`burst` cannot be given with `action`",
+        ),
+        (o("key = \"k\"\nburst = 4\nttl = \"soon\""), 19, "`ttl`"),
+        (o("key = \"a*b\"\nburst = 4"), 17, "`key`"),
+        (o("key = \"\"\nburst = 4"), 17, "`key`"),
+        (
+            o("key = \"k\"\nburst = 4\ncolour = 1"),
+            19,
+            "unknown field `colour`",
+        ),
+        (o("key = \"k\"\nburst = 4\nburst = 5"), 19, "duplicate key"),
+        (o("key = \"k\""), 15, "needs the policy's parameters"),
+        (
+            format!(
+                "{}\n[[override]]\npolicy = \"api\"\nkey = \"k\"\nburst = 5\n",
+                o("key = \"k\"\nburst = 4")
+            ),
+            22,
+            "given twice",
+        ),
+        (
+            format!("{TIERED}\n[[override]]\npolicy = \"nope\"\nkey = \"k\"\nburst = 4\n"),
+            16,
+            "no policy named \"nope\"",
+        ),
+    ] {
+        let errors = parse("t.toml", &text).unwrap_err();
+        let e = errors[0].to_string();
+        assert!(
+            e.starts_with(&format!("t.toml:{line}:")) && e.contains(needle),
+            "{needle}: {e}"
+        );
+    }
+}

@@ -44,6 +44,9 @@ pub(super) struct OverrideBody {
     /// Until it ends, in milliseconds (absent: for ever).
     #[serde(skip_serializing_if = "Option::is_none")]
     ttl_ms: Option<u64>,
+    /// `api` (set at runtime) or `config` (an `[[override]]` table, which
+    /// one set at runtime replaces).
+    source: &'static str,
 }
 
 /// A policy's overrides.
@@ -62,7 +65,7 @@ pub(super) struct RemovedBody {
 }
 
 impl OverrideBody {
-    fn new(policy: &str, selector: &Selector, over: &Override) -> OverrideBody {
+    fn new(policy: &str, selector: &Selector, over: &Override, config: bool) -> OverrideBody {
         let mut parameters = Map::new();
         let mut tier = None;
         match over.action() {
@@ -95,6 +98,7 @@ impl OverrideBody {
             parameters,
             tier,
             ttl_ms: over.ttl_at(now).map(|d| d.as_millis() as u64),
+            source: if config { "config" } else { "api" },
         }
     }
 }
@@ -266,7 +270,7 @@ pub(super) async fn put(
         .overrides
         .set(policy, selector.clone(), over.clone())
         .await?;
-    Ok(Json(OverrideBody::new(&name, &selector, &over)).into_response())
+    Ok(Json(OverrideBody::new(&name, &selector, &over, false)).into_response())
 }
 
 /// One override.
@@ -287,7 +291,7 @@ pub(super) async fn get(
     let set = state.policies();
     decide::policy(&set, &name)?;
     let selector = selector(&text)?;
-    let over = state.overrides.local.get(&name, &selector).ok_or_else(|| {
+    let (over, config) = state.overrides.get(&name, &selector).ok_or_else(|| {
         ServiceError::new(
             Code::NotFound,
             format!(
@@ -296,7 +300,7 @@ pub(super) async fn get(
             ),
         )
     })?;
-    Ok(Json(OverrideBody::new(&name, &selector, &over)).into_response())
+    Ok(Json(OverrideBody::new(&name, &selector, &over, config)).into_response())
 }
 
 /// Removes one override, on every instance.
@@ -319,11 +323,17 @@ pub(super) async fn delete(
     decide::policy(&set, &name)?;
     let selector = selector(&text)?;
     if !state.overrides.remove(&name, &selector).await? {
+        let config = matches!(state.overrides.get(&name, &selector), Some((_, true)));
         return Err(ServiceError::new(
             Code::NotFound,
             format!(
-                "policy `{name}` has no override for {:?}",
-                selector.to_string()
+                "policy `{name}` has no override for {:?} set at runtime{}",
+                selector.to_string(),
+                if config {
+                    " (the config file's [[override]] sets one: remove it there)"
+                } else {
+                    ""
+                }
             ),
         ));
     }
@@ -352,10 +362,9 @@ pub(super) async fn list(
     decide::policy(&set, &name)?;
     let overrides = state
         .overrides
-        .local
         .list(&name)
         .iter()
-        .map(|(s, o)| OverrideBody::new(&name, s, o))
+        .map(|(s, o, config)| OverrideBody::new(&name, s, o, *config))
         .collect();
     Ok(Json(OverridesBody {
         policy: name,

@@ -357,6 +357,7 @@ async fn serve(
         metrics: metrics.clone(),
         status: Default::default(),
     });
+    state.overrides.set_base(&config.policies);
     if let Some(builder) = redis {
         crate::overrides::start_sync(state.clone(), builder).await;
     }

@@ -51,6 +51,7 @@ pub(super) async fn reload_on_change(
                 let names: Vec<&str> = new.policies.policies.iter().map(|p| p.name()).collect();
                 tracing::info!(policies = ?names, "reloaded {}", path.display());
                 let message = format!("applied, policies: {}", names.join(", "));
+                state.overrides.set_base(&new.policies);
                 state.replace_policies(new.policies);
                 state.status.reloaded(true, message);
             }
