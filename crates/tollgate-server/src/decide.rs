@@ -16,9 +16,13 @@ use crate::config::PolicySet;
 use crate::error::{Code, ServiceError};
 use crate::state::AppState;
 
+/// A decision, the policy that decided it (the override's or the tier's
+/// numbers), and the override, if one did.
+pub(crate) type Overridden<'p> = (Decision, Cow<'p, Policy>, Option<Selector>);
+
 /// What a request is decided by, once its key's overrides are looked up
 /// (a step of its own, before the store is called).
-enum Overridden<'p> {
+enum Resolution<'p> {
     /// By the store, under this policy (the policy itself, its tier, or
     /// an override's parameters), and the override that applies.
     Decide(Cow<'p, Policy>, Option<Selector>),
@@ -35,18 +39,18 @@ fn overridden<'p>(
     policy: &'p Policy,
     key: &[u8],
     tier: Option<&str>,
-) -> Result<Overridden<'p>, ServiceError> {
+) -> Result<Resolution<'p>, ServiceError> {
     tollgate::validate_key(key)?;
     Ok(match state.overrides.resolve(policy, key, tier)? {
-        Resolved::Decide { policy, by } => Overridden::Decide(policy, by),
+        Resolved::Decide { policy, by } => Resolution::Decide(policy, by),
         Resolved::Block { by } => {
             let wait = policy.time_span().as_micros() as u64;
             let limit = policy.limit();
-            Overridden::Decided(Decision::from_micros(false, limit, 0, wait, wait, 0), by)
+            Resolution::Decided(Decision::from_micros(false, limit, 0, wait, wait, 0), by)
         }
         Resolved::Allow { by } => {
             let limit = policy.limit();
-            Overridden::Decided(Decision::from_micros(true, limit, limit, 0, 0, 0), by)
+            Resolution::Decided(Decision::from_micros(true, limit, limit, 0, 0, 0), by)
         }
         _ => return Err(ServiceError::new(Code::Internal, "an unknown override")),
     })
@@ -77,18 +81,8 @@ impl AppState {
         }
     }
 
-    /// Decides `cost` on `key` (0 peeks), under the key's override if it
-    /// has one.
-    pub(crate) async fn check(
-        &self,
-        policy: &Policy,
-        key: &[u8],
-        cost: u64,
-    ) -> Result<Decision, ServiceError> {
-        Ok(self.check_overridden(policy, key, cost, None).await?.0)
-    }
-
-    /// [`check`](Self::check) in `tier`, also answering the policy that
+    /// Decides `cost` on `key` (0 peeks) in `tier`, under the key's
+    /// override if it has one, also answering the policy that
     /// decided (the override's or tier's numbers, for the answer's
     /// headers) and the override, if one did.
     pub(crate) async fn check_overridden<'p>(
@@ -97,10 +91,10 @@ impl AppState {
         key: &[u8],
         cost: u64,
         tier: Option<&str>,
-    ) -> Result<(Decision, Cow<'p, Policy>, Option<Selector>), ServiceError> {
+    ) -> Result<Overridden<'p>, ServiceError> {
         let (policy, by) = match overridden(self, policy, key, tier)? {
-            Overridden::Decide(p, by) => (p, by),
-            Overridden::Decided(d, by) => {
+            Resolution::Decide(p, by) => (p, by),
+            Resolution::Decided(d, by) => {
                 self.record([(policy, &d)]);
                 return Ok((d, Cow::Borrowed(policy), Some(by)));
             }
@@ -110,15 +104,70 @@ impl AppState {
         Ok((d, policy, by))
     }
 
-    /// Decides several requests, in order; with `atomic`, all or nothing.
-    pub(crate) async fn check_many(
+    /// Decides several requests, in order, each under its key's override
+    /// (and answering, as [`check_overridden`](Self::check_overridden)
+    /// does, the policy that decided and the override). With `atomic`,
+    /// all or nothing: a blocked key denies the whole batch (the others are
+    /// then only peeked, so nothing consumes), and a batch the store
+    /// denies denies the allowed keys too.
+    pub(crate) async fn check_many<'p>(
         &self,
-        requests: &[Request<'_>],
+        requests: &[Request<'p>],
         atomic: bool,
-    ) -> Result<Vec<Decision>, ServiceError> {
-        let decisions = self.backend.store.check_many(requests, atomic).await?;
-        self.record(requests.iter().map(|r| r.policy).zip(&decisions));
-        Ok(decisions)
+    ) -> Result<Vec<Overridden<'p>>, ServiceError> {
+        let mut resolved = Vec::with_capacity(requests.len());
+        for r in requests {
+            resolved.push(overridden(self, r.policy, r.key, None)?);
+        }
+        let blocked = atomic
+            && resolved
+                .iter()
+                .any(|o| matches!(o, Resolution::Decided(d, _) if !d.allowed));
+        let to_store: Vec<Request<'_>> = requests
+            .iter()
+            .zip(&resolved)
+            .filter_map(|(r, o)| match o {
+                Resolution::Decide(p, _) => Some(Request {
+                    policy: p,
+                    key: r.key,
+                    cost: if blocked { 0 } else { r.cost },
+                }),
+                Resolution::Decided(..) => None,
+            })
+            .collect();
+        let decisions = if to_store.is_empty() {
+            Vec::new()
+        } else {
+            self.backend
+                .store
+                .check_many(&to_store, atomic && !blocked)
+                .await?
+        };
+        drop(to_store);
+        let mut decisions = decisions.into_iter();
+        let mut out = Vec::with_capacity(requests.len());
+        for (r, o) in requests.iter().zip(resolved) {
+            out.push(match o {
+                Resolution::Decide(p, by) => {
+                    let d = decisions
+                        .next()
+                        .ok_or_else(|| ServiceError::new(Code::Internal, "a decision missing"))?;
+                    (d, p, by)
+                }
+                Resolution::Decided(d, by) => (d, Cow::Borrowed(r.policy), Some(by)),
+            });
+        }
+        if atomic && out.iter().any(|(d, _, _)| !d.allowed) {
+            for (d, _, _) in &mut out {
+                if d.allowed {
+                    d.allowed = false;
+                    d.retry_after = Duration::ZERO;
+                    d.delay = Duration::ZERO;
+                }
+            }
+        }
+        self.record(out.iter().map(|(d, p, _)| (&**p, d)));
+        Ok(out)
     }
 
     /// Reserves `cost`, waiting at most `max_wait`.

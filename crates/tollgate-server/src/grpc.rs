@@ -269,15 +269,23 @@ impl Rls {
                 continue;
             };
             let cost = d.hits_addend.as_ref().map_or(default_cost, |h| h.value);
-            let decision = self.state.check(&policy, &key, cost).await.map_err(|e| {
-                if e.code().is_bad_input() {
-                    status(e.at(&format!("descriptor {i}")))
-                } else {
-                    status(e)
-                }
-            })?;
-            statuses.push(descriptor_status(&policy, &decision));
-            decided.push((policy, decision));
+            let (decision, decider, _) = self
+                .state
+                .check_overridden(&policy, &key, cost, None)
+                .await
+                .map_err(|e| {
+                    if e.code().is_bad_input() {
+                        status(e.at(&format!("descriptor {i}")))
+                    } else {
+                        status(e)
+                    }
+                })?;
+            let decider = match decider {
+                Cow::Owned(p) => Cow::Owned(p),
+                Cow::Borrowed(_) => policy,
+            };
+            statuses.push(descriptor_status(&decider, &decision));
+            decided.push((decider, decision));
         }
         let over = statuses.iter().any(|s| s.code == Code::OverLimit as i32);
         let response_headers_to_add = envoy_headers(RateLimitHeaders::new(

@@ -392,3 +392,114 @@ fn config_overrides_and_tiers_apply_and_reload() {
         limit("acme", None) == (11, "acme".into())
     });
 }
+
+/// A batch's checks and Envoy's descriptors are decided under their keys'
+/// overrides, as a single check is: raised limits, blocked and allowed
+/// keys, and an atomic batch with a blocked key consumes nothing.
+#[tokio::test]
+async fn batches_and_grpc_descriptors_honour_overrides() {
+    use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+    use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+    use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+    use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+    use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+
+    let dir = temp_dir();
+    let config = dir.join("tollgate.toml");
+    std::fs::write(&config, include_str!("common/grpc.toml")).unwrap();
+    let s = Service::start(&config, &["--grpc-listen", "127.0.0.1:0"]);
+    let put = |selector: &str, body: &str| {
+        let (status, body) =
+            parse(&s.request("PUT", &format!("/v1/overrides/per-ip/{selector}"), body));
+        assert_eq!(status, 200, "{body}");
+    };
+    // Descriptor keys are the domain and entries, each after its length.
+    put("4:edge14:remote_address8:10.0.0.9", "{\"limit\": 10}");
+    put(
+        "4:edge14:remote_address8:10.6.6.6",
+        "{\"action\": \"block\"}",
+    );
+    put("vip", "{\"action\": \"allow\"}");
+    put("big", "{\"limit\": 8}");
+
+    // Batches over HTTP.
+    let batch = |checks: &str, atomic: bool| {
+        parse(&s.request(
+            "POST",
+            "/v1/check",
+            &format!("{{\"checks\": [{checks}], \"atomic\": {atomic}}}"),
+        ))
+    };
+    let one = |key: &str| format!("{{\"policy\": \"per-ip\", \"key\": \"{key}\"}}");
+    let (status, body) = batch(&[one("big"), one("vip"), one("plain")].join(","), false);
+    assert_eq!(status, 200, "{body}");
+    let d = &body["decisions"];
+    assert_eq!(
+        (d[0]["limit"].as_u64(), d[0]["override"].as_str()),
+        (Some(8), Some("big"))
+    );
+    assert_eq!(
+        (d[1]["override"].as_str(), d[1]["allowed"].as_bool()),
+        (Some("vip"), Some(true))
+    );
+    assert_eq!(
+        (d[2]["limit"].as_u64(), d[2].get("override")),
+        (Some(3), None)
+    );
+    // An atomic batch with a blocked key: denied whole, nothing consumed.
+    let blocked = "4:edge14:remote_address8:10.6.6.6";
+    let (status, body) = batch(&[one("big"), one(blocked)].join(","), true);
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["decisions"][0]["allowed"], false, "{body}");
+    assert_eq!(body["decisions"][1]["override"], blocked, "{body}");
+    let peek = parse(&s.request(
+        "POST",
+        "/v1/check",
+        "{\"policy\":\"per-ip\",\"key\":\"big\",\"cost\":0}",
+    ));
+    assert_eq!(
+        peek.1["remaining"], 7,
+        "only the first batch consumed: {}",
+        peek.1
+    );
+
+    // Envoy's descriptors over gRPC.
+    let grpc = s.grpc.clone().expect("a gRPC listener");
+    let mut client = RateLimitServiceClient::connect(format!("http://{grpc}"))
+        .await
+        .unwrap();
+    let ip = |addr: &str| RateLimitDescriptor {
+        entries: vec![Entry {
+            key: "remote_address".into(),
+            value: addr.into(),
+        }],
+        ..Default::default()
+    };
+    let mut ask = async |addr: &str| {
+        let request = RateLimitRequest {
+            domain: "edge".into(),
+            descriptors: vec![ip(addr)],
+            hits_addend: 1,
+        };
+        client
+            .should_rate_limit(request)
+            .await
+            .unwrap()
+            .into_inner()
+    };
+    let r = ask("10.0.0.9").await;
+    let status = &r.statuses[0];
+    assert_eq!(status.code, Code::Ok as i32);
+    assert_eq!(status.current_limit.as_ref().unwrap().requests_per_unit, 10);
+    assert_eq!(status.limit_remaining, 9);
+    let r = ask("10.6.6.6").await;
+    assert_eq!(r.overall_code, Code::OverLimit as i32, "blocked");
+    for _ in 0..3 {
+        assert_eq!(ask("10.0.0.1").await.overall_code, Code::Ok as i32);
+    }
+    assert_eq!(
+        ask("10.0.0.1").await.overall_code,
+        Code::OverLimit as i32,
+        "no override: 3"
+    );
+}

@@ -144,13 +144,18 @@ async fn check_many(
             cost: req.cost,
         })
         .collect();
-    let decisions = state.check_many(&requests, batch.atomic).await?;
-    let decided: Vec<(&Policy, Decision)> = parsed.iter().map(|(p, _)| *p).zip(decisions).collect();
+    let outcomes = state.check_many(&requests, batch.atomic).await?;
+    let decided: Vec<(&Policy, Decision)> = outcomes.iter().map(|(d, p, _)| (&**p, *d)).collect();
     let body = CheckAnswer::Many(BatchBody {
         allowed: decided.iter().all(|(_, d)| d.allowed),
-        decisions: decided
+        decisions: parsed
             .iter()
-            .map(|(p, d)| DecisionBody::new(p, d))
+            .zip(&outcomes)
+            .map(|((p, _), (d, _, by))| {
+                let mut body = DecisionBody::new(p, d);
+                body.by_override = by.as_ref().map(ToString::to_string);
+                body
+            })
             .collect(),
     });
     Ok(answer(&decided, body))
