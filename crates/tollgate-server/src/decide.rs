@@ -170,7 +170,22 @@ impl AppState {
         Ok(out)
     }
 
-    /// Reserves `cost`, waiting at most `max_wait`.
+    /// The policy an operation other than a check runs under (the key's
+    /// override's parameters or tier, or the policy's own), or the answer
+    /// a block or an allow gives at once, without the store.
+    fn under<'p>(
+        &self,
+        policy: &'p Policy,
+        key: &[u8],
+    ) -> Result<Result<Cow<'p, Policy>, Decision>, ServiceError> {
+        Ok(match overridden(self, policy, key, None)? {
+            Resolution::Decide(p, _) => Ok(p),
+            Resolution::Decided(d, _) => Err(d),
+        })
+    }
+
+    /// Reserves `cost`, waiting at most `max_wait`, under the key's
+    /// override.
     pub(crate) async fn reserve(
         &self,
         policy: &Policy,
@@ -178,20 +193,31 @@ impl AppState {
         cost: u64,
         max_wait: Duration,
     ) -> Result<Decision, ServiceError> {
-        let d = self
-            .backend
-            .store
-            .reserve(policy, key, cost, max_wait)
-            .await?;
+        let d = match self.under(policy, key)? {
+            Ok(p) => self.backend.store.reserve(&p, key, cost, max_wait).await?,
+            Err(d) => d,
+        };
         self.record([(policy, &d)]);
         Ok(d)
     }
 
-    /// Takes a lease on a concurrency policy, if one is free.
-    pub(crate) async fn acquire(&self, policy: &Policy, key: &[u8]) -> Result<Lease, ServiceError> {
-        let lease = self.backend.store.acquire_lease(policy, key).await?;
-        self.record([(policy, &lease.decision)]);
-        Ok(lease)
+    /// Takes a lease on a concurrency policy, if one is free, under the
+    /// key's override: a blocked key is refused, an allowed one admitted
+    /// without a lease (it holds none, so has none to give back).
+    pub(crate) async fn acquire(
+        &self,
+        policy: &Policy,
+        key: &[u8],
+    ) -> Result<(Decision, Option<LeaseId>), ServiceError> {
+        let (d, id) = match self.under(policy, key)? {
+            Ok(p) => {
+                let lease: Lease = self.backend.store.acquire_lease(&p, key).await?;
+                (lease.decision, lease.id)
+            }
+            Err(d) => (d, None),
+        };
+        self.record([(policy, &d)]);
+        Ok((d, id))
     }
 
     /// Gives a lease back: whether it was still held.
@@ -210,7 +236,9 @@ impl AppState {
     }
 
     /// A charge, a refund or a `check_at_most`, its units counted: a usage
-    /// record is answered (or its failure is), never dropped.
+    /// record is answered (or its failure is), never dropped. Under the
+    /// key's override: a blocked or allowed key records nothing (an
+    /// allowed one is granted all it asks).
     pub(crate) async fn usage(
         &self,
         policy: &Policy,
@@ -218,7 +246,12 @@ impl AppState {
         op: Usage,
         cost: u64,
     ) -> Result<Decision, ServiceError> {
-        let d = self.backend.store.usage(policy, key, op, cost).await?;
+        let p = match self.under(policy, key)? {
+            Ok(p) => p,
+            Err(d) if d.allowed && op == Usage::AtMost => return Ok(d.with_granted(cost)),
+            Err(d) => return Ok(d),
+        };
+        let d = self.backend.store.usage(&p, key, op, cost).await?;
         let (operation, units) = match op {
             Usage::Charge => ("charged", cost),
             Usage::Refund => ("refunded", cost),
@@ -236,11 +269,11 @@ impl AppState {
         estimate: u64,
         actual: u64,
     ) -> Result<Decision, ServiceError> {
-        let d = self
-            .backend
-            .store
-            .settle(policy, key, estimate, actual)
-            .await?;
+        let p = match self.under(policy, key)? {
+            Ok(p) => p,
+            Err(d) => return Ok(d),
+        };
+        let d = self.backend.store.settle(&p, key, estimate, actual).await?;
         let name = policy.name();
         tollgate::metrics::record_usage(name, "charged", actual.saturating_sub(estimate));
         tollgate::metrics::record_usage(name, "refunded", estimate.saturating_sub(actual));

@@ -503,3 +503,73 @@ async fn batches_and_grpc_descriptors_honour_overrides() {
         "no override: 3"
     );
 }
+
+/// Reservations, `at_most` and usage records run under the key's
+/// override too: its parameters, and a blocked or allowed key records
+/// nothing.
+#[test]
+fn reserve_usage_and_at_most_honour_overrides() {
+    let dir = temp_dir();
+    let config = dir.join("tollgate.toml");
+    std::fs::write(&config, CONFIG.split_once("\n\n").unwrap().1).unwrap();
+    let s = Service::start(&config, &[]);
+    let put = |selector: &str, body: &str| {
+        let (status, body) =
+            parse(&s.request("PUT", &format!("/v1/overrides/bucket/{selector}"), body));
+        assert_eq!(status, 200, "{body}");
+    };
+    put("acme", "{\"burst\": 50}");
+    put("bad", "{\"action\": \"block\"}");
+    put("vip", "{\"action\": \"allow\"}");
+    let post = |path: &str, body: String| parse(&s.request("POST", path, &body));
+    let (status, body) = post(
+        "/v1/reserve",
+        "{\"policy\":\"bucket\",\"key\":\"acme\",\"cost\":20,\"max_wait_ms\":0}".into(),
+    );
+    assert_eq!((status, body["limit"].as_u64()), (200, Some(50)), "{body}");
+    let remaining = |key: &str| {
+        post(
+            "/v1/check",
+            format!("{{\"policy\":\"bucket\",\"key\":\"{key}\",\"cost\":0}}"),
+        )
+        .1["remaining"]
+            .clone()
+    };
+    assert_eq!(remaining("acme"), 30);
+    let (status, body) = post(
+        "/v1/charge",
+        "{\"policy\":\"bucket\",\"key\":\"bad\",\"cost\":3}".into(),
+    );
+    assert_eq!(
+        (status, body["allowed"].as_bool()),
+        (200, Some(false)),
+        "{body}"
+    );
+    let (status, body) = post(
+        "/v1/check",
+        "{\"policy\":\"bucket\",\"key\":\"vip\",\"at_most\":40}".into(),
+    );
+    assert_eq!(
+        (status, body["granted"].as_u64()),
+        (200, Some(40)),
+        "{body}"
+    );
+    let (status, body) = post(
+        "/v1/check",
+        "{\"policy\":\"bucket\",\"key\":\"acme\",\"at_most\":40}".into(),
+    );
+    assert_eq!(
+        (status, body["granted"].as_u64()),
+        (200, Some(30)),
+        "{body}"
+    );
+    let (status, body) = post(
+        "/v1/settle",
+        "{\"policy\":\"bucket\",\"key\":\"bad\",\"estimate\":1,\"actual\":4}".into(),
+    );
+    assert_eq!(
+        (status, body["allowed"].as_bool()),
+        (200, Some(false)),
+        "{body}"
+    );
+}

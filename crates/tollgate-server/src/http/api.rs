@@ -209,12 +209,12 @@ pub(super) async fn acquire(
     let set = state.policies();
     let req = AcquireRequest::parse(&obj)?;
     let policy = decide::policy(&set, req.policy)?;
-    let lease = state.acquire(policy, req.key.as_bytes()).await?;
-    let decided = [(policy, lease.decision)];
+    let (decision, id) = state.acquire(policy, req.key.as_bytes()).await?;
+    let decided = [(policy, decision)];
     let body = AcquireBody {
-        decision: DecisionBody::new(policy, &lease.decision),
-        lease: lease.id.map(|id| id.to_string()),
-        expires_in_ms: lease.id.map(|_| policy.time_span().as_millis() as u64),
+        decision: DecisionBody::new(policy, &decision),
+        lease: id.map(|id| id.to_string()),
+        expires_in_ms: id.map(|_| policy.time_span().as_millis() as u64),
     };
     Ok(answer(&decided, body))
 }
