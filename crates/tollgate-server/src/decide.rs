@@ -72,12 +72,34 @@ pub(crate) fn count(policy: &Policy, decision: &Decision) {
     tollgate::metrics::record_decision(policy.name(), decision);
 }
 
+/// [`count`] for a decision made under an override: the same series with
+/// `override="yes"` (never the key or the selector).
+fn count_overridden(policy: &Policy, d: &Decision) {
+    let outcome = if d.allowed { "allowed" } else { "denied" };
+    metrics::counter!(
+        tollgate::metrics::DECISIONS,
+        "policy" => policy.name().to_owned(),
+        "outcome" => outcome,
+        "source" => d.source.as_str(),
+        "override" => "yes"
+    )
+    .increment(1);
+    if d.shadow {
+        tollgate::metrics::record_shadow_denial(policy.name());
+    }
+}
+
 impl AppState {
-    /// Counts decisions for the status page and in the metrics.
-    fn record<'p>(&self, decided: impl IntoIterator<Item = (&'p Policy, &'p Decision)>) {
-        for (p, d) in decided {
+    /// Counts decisions for the status page and in the metrics, each with
+    /// whether an override made it.
+    fn record<'p>(&self, decided: impl IntoIterator<Item = (&'p Policy, &'p Decision, bool)>) {
+        for (p, d, overridden) in decided {
             self.status.stats.record(p.name(), d.allowed && !d.shadow);
-            count(p, d);
+            if overridden {
+                count_overridden(p, d);
+            } else {
+                count(p, d);
+            }
         }
     }
 
@@ -95,12 +117,12 @@ impl AppState {
         let (policy, by) = match overridden(self, policy, key, tier)? {
             Resolution::Decide(p, by) => (p, by),
             Resolution::Decided(d, by) => {
-                self.record([(policy, &d)]);
+                self.record([(policy, &d, true)]);
                 return Ok((d, Cow::Borrowed(policy), Some(by)));
             }
         };
         let d = self.backend.store.check(&policy, key, cost).await?;
-        self.record([(&*policy, &d)]);
+        self.record([(&*policy, &d, by.is_some())]);
         Ok((d, policy, by))
     }
 
@@ -166,21 +188,22 @@ impl AppState {
                 }
             }
         }
-        self.record(out.iter().map(|(d, p, _)| (&**p, d)));
+        self.record(out.iter().map(|(d, p, by)| (&**p, d, by.is_some())));
         Ok(out)
     }
 
     /// The policy an operation other than a check runs under (the key's
     /// override's parameters or tier, or the policy's own), or the answer
-    /// a block or an allow gives at once, without the store.
+    /// a block or an allow gives at once, without the store; and whether
+    /// an override applies.
     fn under<'p>(
         &self,
         policy: &'p Policy,
         key: &[u8],
-    ) -> Result<Result<Cow<'p, Policy>, Decision>, ServiceError> {
+    ) -> Result<(Result<Cow<'p, Policy>, Decision>, bool), ServiceError> {
         Ok(match overridden(self, policy, key, None)? {
-            Resolution::Decide(p, _) => Ok(p),
-            Resolution::Decided(d, _) => Err(d),
+            Resolution::Decide(p, by) => (Ok(p), by.is_some()),
+            Resolution::Decided(d, _) => (Err(d), true),
         })
     }
 
@@ -193,11 +216,12 @@ impl AppState {
         cost: u64,
         max_wait: Duration,
     ) -> Result<Decision, ServiceError> {
-        let d = match self.under(policy, key)? {
+        let (under, by) = self.under(policy, key)?;
+        let d = match under {
             Ok(p) => self.backend.store.reserve(&p, key, cost, max_wait).await?,
             Err(d) => d,
         };
-        self.record([(policy, &d)]);
+        self.record([(policy, &d, by)]);
         Ok(d)
     }
 
@@ -209,14 +233,15 @@ impl AppState {
         policy: &Policy,
         key: &[u8],
     ) -> Result<(Decision, Option<LeaseId>), ServiceError> {
-        let (d, id) = match self.under(policy, key)? {
+        let (under, by) = self.under(policy, key)?;
+        let (d, id) = match under {
             Ok(p) => {
                 let lease: Lease = self.backend.store.acquire_lease(&p, key).await?;
                 (lease.decision, lease.id)
             }
             Err(d) => (d, None),
         };
-        self.record([(policy, &d)]);
+        self.record([(policy, &d, by)]);
         Ok((d, id))
     }
 
@@ -246,7 +271,7 @@ impl AppState {
         op: Usage,
         cost: u64,
     ) -> Result<Decision, ServiceError> {
-        let p = match self.under(policy, key)? {
+        let p = match self.under(policy, key)?.0 {
             Ok(p) => p,
             Err(d) if d.allowed && op == Usage::AtMost => return Ok(d.with_granted(cost)),
             Err(d) => return Ok(d),
@@ -269,7 +294,7 @@ impl AppState {
         estimate: u64,
         actual: u64,
     ) -> Result<Decision, ServiceError> {
-        let p = match self.under(policy, key)? {
+        let p = match self.under(policy, key)?.0 {
             Ok(p) => p,
             Err(d) => return Ok(d),
         };

@@ -111,6 +111,19 @@ impl SharedOverrides {
         all
     }
 
+    /// How many overrides `policy` has in force, by kind (`limits`,
+    /// `block`, `allow`, `tier`): the `tollgate_overrides` gauge and the
+    /// status page's counts.
+    pub(crate) fn counts(&self, policy: &str) -> [(&'static str, usize); 4] {
+        let mut counts = [("limits", 0), ("block", 0), ("allow", 0), ("tier", 0)];
+        for (_, over, _) in self.list(policy) {
+            if let Some(c) = counts.iter_mut().find(|(k, _)| *k == over.action().kind()) {
+                c.1 += 1;
+            }
+        }
+        counts
+    }
+
     fn redis(&self) -> Result<Option<&RedisOverrides>, ServiceError> {
         match (self.shared, self.redis.get()) {
             (false, _) => Ok(None),

@@ -573,3 +573,72 @@ fn reserve_usage_and_at_most_honour_overrides() {
         "{body}"
     );
 }
+
+/// `tollgate_overrides` counts each policy's overrides by kind, decisions
+/// under one carry `override="yes"` (never the key or the selector), and
+/// `/v1/stats` gives the counts per policy.
+#[test]
+fn metrics_and_stats_count_overrides() {
+    let dir = temp_dir();
+    let config = dir.join("tollgate.toml");
+    std::fs::write(&config, CONFIG.split_once("\n\n").unwrap().1).unwrap();
+    let s = Service::start(&config, &[]);
+    for (selector, body) in [
+        ("secret-acme", "{\"limit\": 9}"),
+        ("secret-trial_%2A", "{\"limit\": 4}"),
+        ("secret-bot", "{\"action\": \"block\"}"),
+    ] {
+        let path = format!("/v1/overrides/api/{selector}");
+        assert_eq!(parse(&s.request("PUT", &path, body)).0, 200);
+    }
+    assert_eq!(check(&s, "api", "secret-acme").0, 200);
+    assert_eq!(check(&s, "api", "secret-bot").0, 429);
+    assert_eq!(check(&s, "api", "plain").0, 200);
+    let metrics = s.request("GET", "/metrics", "");
+    let line = |needles: &[&str]| {
+        metrics
+            .lines()
+            .find(|l| needles.iter().all(|n| l.contains(n)))
+            .unwrap_or_else(|| panic!("no line with {needles:?} in {metrics}"))
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(
+        line(&["tollgate_overrides{", "policy=\"api\"", "kind=\"limits\""]),
+        "2"
+    );
+    assert_eq!(
+        line(&["tollgate_overrides{", "policy=\"api\"", "kind=\"block\""]),
+        "1"
+    );
+    assert_eq!(
+        line(&[
+            "tollgate_overrides{",
+            "policy=\"bucket\"",
+            "kind=\"limits\""
+        ]),
+        "0"
+    );
+    let under = [
+        "tollgate_decisions_total{",
+        "override=\"yes\"",
+        "policy=\"api\"",
+    ];
+    assert_eq!(line(&[&under[..], &["outcome=\"allowed\""]].concat()), "1");
+    assert_eq!(line(&[&under[..], &["outcome=\"denied\""]].concat()), "1");
+    assert!(
+        !metrics.contains("secret-"),
+        "a key or selector in the metrics"
+    );
+    let (_, stats) = parse(&s.request("GET", "/v1/stats", ""));
+    let api = stats["policies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "api")
+        .unwrap();
+    assert_eq!(api["overrides"]["limits"], 2, "{api}");
+    assert_eq!(api["overrides"]["block"], 1, "{api}");
+}

@@ -350,11 +350,20 @@ pub(super) async fn ready(State(state): State<Arc<AppState>>) -> Response {
     ))]
 pub(super) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     match &state.metrics {
-        Some(handle) => (
-            [(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-            handle.render(),
-        )
-            .into_response(),
+        Some(handle) => {
+            // Set when scraped: counting them costs nothing in between.
+            for p in &state.policies().policies {
+                for (kind, n) in state.overrides.counts(p.name()) {
+                    metrics::gauge!("tollgate_overrides", "policy" => p.name().to_string(), "kind" => kind)
+                        .set(n as f64);
+                }
+            }
+            (
+                [(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+                handle.render(),
+            )
+                .into_response()
+        }
         None => ServiceError::new(Code::NotFound, "metrics are off").into_response(),
     }
 }

@@ -118,6 +118,7 @@ pub(crate) async fn stats(State(state): State<Arc<AppState>>) -> Response {
                 leased: p.leased(),
                 allowed,
                 denied,
+                overrides: state.overrides.counts(p.name()).into_iter().collect(),
             }
         })
         .collect();
@@ -206,4 +207,7 @@ pub(crate) struct PolicyStats {
     leased: bool,
     allowed: Vec<u64>,
     denied: Vec<u64>,
+    /// Its overrides in force, by kind (`limits`, `block`, `allow`,
+    /// `tier`); never a key or a selector.
+    overrides: std::collections::BTreeMap<&'static str, usize>,
 }
