@@ -26,7 +26,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 use super::redis_env::RedisTarget;
-use super::service::{HeaderNames, Settings};
+use super::settings::{HeaderNames, Settings};
 use crate::grpc_tls::{GrpcTls, TlsFile};
 
 /// Variables refused when set to a value that turns on what tollgate's ERL

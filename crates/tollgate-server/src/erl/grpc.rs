@@ -15,7 +15,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use tonic::{Request, Response, Status};
 
-use super::service::CallError;
+use super::settings::CallError;
 use super::state::ErlState;
 use crate::grpc_decode::{DecodeStatus, Decoded};
 

@@ -9,7 +9,7 @@ use envoy_types::pb::envoy::config::core::v3::HeaderValue;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::DescriptorStatus;
 use tollgate_tower::headers::{QuotaItem, RateLimitHeaders};
 
-use super::service::HeaderNames;
+use super::settings::HeaderNames;
 
 /// Whole seconds until `status`'s reset, rounded up; 0 without one.
 fn reset_secs(status: &DescriptorStatus) -> Option<u64> {

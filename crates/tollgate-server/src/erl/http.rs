@@ -16,7 +16,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use http::{StatusCode, header};
 
 use super::json;
-use super::service::CallError;
+use super::settings::CallError;
 use super::state::ErlState;
 use crate::http::MAX_BODY;
 

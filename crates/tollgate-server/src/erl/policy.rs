@@ -20,7 +20,7 @@
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
 use tollgate::{Decision, Policy, Request, Store};
 
-use super::service::CallError;
+use super::settings::CallError;
 use crate::grpc::{current_limit, descriptor_status};
 
 /// The store key of a descriptor's `entries` in `domain`; `shared` lists

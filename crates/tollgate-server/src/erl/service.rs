@@ -37,7 +37,7 @@ use super::config::{ErlConfig, Limit};
 use super::counter::{Counter, Hit};
 use super::key::cache_key;
 use super::local_cache::LocalCache;
-pub(crate) use super::settings::{CallError, HeaderNames, Settings};
+use super::settings::{CallError, Settings};
 use super::window::{Unit, Window};
 use super::{headers, policy, stats};
 

@@ -11,7 +11,8 @@ use tollgate::Store;
 use super::config::ErlConfig;
 use super::counter::Counter;
 use super::local_cache::LocalCache;
-use super::service::{CallError, Deciders, Settings, should_rate_limit};
+use super::service::{Deciders, should_rate_limit};
+use super::settings::{CallError, Settings};
 
 /// ERL mode's shared state.
 #[derive(Debug)]

@@ -15,7 +15,8 @@ use crate::erl::config::{ErlConfig, PolicyLookup};
 use crate::erl::counter::{Counter, Hit, MemoryCounter};
 use crate::erl::files::parse;
 use crate::erl::local_cache::LocalCache;
-use crate::erl::service::{Deciders, HeaderNames, Settings, should_rate_limit};
+use crate::erl::service::{Deciders, should_rate_limit};
+use crate::erl::settings::{HeaderNames, Settings};
 
 /// 2026-11-25 10:00:07 UTC.
 const NOW: u64 = 1_795_600_807;

@@ -15,7 +15,7 @@ use tonic::Code;
 
 use crate::erl::counter::MemoryCounter;
 use crate::erl::files::parse;
-use crate::erl::service::Settings;
+use crate::erl::settings::Settings;
 use crate::erl::state::ErlState;
 use crate::rls_fuzz::{Answer, call, cases, frame, mutated, requests, runtime};
 

@@ -15,7 +15,8 @@ use serde_json::json;
 use crate::erl::counter::MemoryCounter;
 use crate::erl::files::parse;
 use crate::erl::json;
-use crate::erl::service::{Settings, should_rate_limit};
+use crate::erl::service::should_rate_limit;
+use crate::erl::settings::Settings;
 
 const CONFIG: &str = "
 domain: d

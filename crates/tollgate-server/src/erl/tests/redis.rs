@@ -16,7 +16,8 @@ use crate::erl::files::parse;
 use crate::erl::local_cache::LocalCache;
 use crate::erl::redis::RedisCounter;
 use crate::erl::redis_env::RedisTarget;
-use crate::erl::service::{Deciders, Settings, should_rate_limit};
+use crate::erl::service::{Deciders, should_rate_limit};
+use crate::erl::settings::Settings;
 
 const CONFIG: &str = "
 domain: api

@@ -15,7 +15,8 @@ use envoy_types::pb::google::protobuf::UInt64Value;
 use crate::erl::config::ErlConfig;
 use crate::erl::counter::MemoryCounter;
 use crate::erl::files::parse;
-use crate::erl::service::{CallError, HeaderNames, Settings, should_rate_limit};
+use crate::erl::service::should_rate_limit;
+use crate::erl::settings::{CallError, HeaderNames, Settings};
 
 /// 2026-11-25 10:00:07 UTC.
 const NOW: u64 = 1_795_600_807;

@@ -33,7 +33,7 @@ use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 use tonic::{Request, Response, Status, Streaming};
 
 use super::super::counter::MemoryCounter;
-use super::super::service::Settings;
+use super::super::settings::Settings;
 use super::super::state::ErlState;
 use super::proto::{RateLimitConfig, RateLimitDescriptor, RateLimitPolicy, TYPE_URL};
 use super::settings::XdsSettings;
