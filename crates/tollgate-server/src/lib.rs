@@ -18,6 +18,7 @@ mod grpc_tls;
 mod grpc_token;
 mod http;
 mod json_value;
+mod listen;
 mod overrides;
 mod palette;
 mod regions;

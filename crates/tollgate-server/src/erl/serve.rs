@@ -31,8 +31,8 @@ use super::reload::{Seen, Source};
 use super::state::ErlState;
 use crate::config::{Config, ConnectionLimits, HeaderStyle};
 use crate::grpc_tls::GrpcTls;
-use crate::serve::listener::Listener;
-use crate::serve::serving;
+use crate::listen::listener::Listener;
+use crate::listen::{Stopping, finish, serving};
 
 /// What the command line says over ERL's environment.
 #[derive(Debug, Clone, Default)]
@@ -322,14 +322,7 @@ async fn serve(start: Start) -> i32 {
         }
         Origin::Xds(xds) => tokio::spawn(super::xds::run(state.clone(), *xds)),
     };
-    let (stop, stopping) = tokio::sync::watch::channel(false);
-    tokio::spawn(async move {
-        crate::serve::shutdown().await;
-        let _ = stop.send(true);
-    });
-    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|stop| *stop).await;
-    };
+    let stopping = Stopping::on_signal();
     let (health, health_service) = tonic_health::server::health_reporter();
     for name in ["", "ratelimit"] {
         health
@@ -338,7 +331,7 @@ async fn serve(start: Start) -> i32 {
     }
     let grpc_task = {
         let service = super::grpc::service(state.clone());
-        let until = stopped(stopping.clone());
+        let until = stopping.clone().stopped();
         let mut builder = serving::grpc_limits(builder, &limits);
         tokio::spawn(async move {
             builder
@@ -349,12 +342,12 @@ async fn serve(start: Start) -> i32 {
         })
     };
     let http_result =
-        serving::serve_http(http, super::http::router(state), limits, stopped(stopping)).await;
+        serving::serve_http(http, super::http::router(state), limits, stopping.stopped()).await;
     let grpc_result = match grpc_task.await {
         Ok(r) => r.map_err(|e| e.to_string()),
         Err(e) => Err(e.to_string()),
     };
-    crate::serve::finish(http_result, grpc_result)
+    finish(http_result, grpc_result)
 }
 
 /// The policies' store settings on ERL's Redis: its servers (or sentinels

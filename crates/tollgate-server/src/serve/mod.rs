@@ -13,15 +13,14 @@ use tokio::signal::unix::{SignalKind, signal};
 use crate::config::{self, Config};
 use crate::grpc_tls::{GrpcTls, TlsFile};
 use crate::http::router;
+use crate::listen::listener::Listener;
+use crate::listen::{Stopping, finish, serving};
 use crate::state::AppState;
 use crate::store;
 
-pub(crate) mod listener;
 mod overrides;
 mod reload;
-pub(crate) mod serving;
 
-use self::listener::Listener;
 use self::overrides::Overrides;
 use self::reload::reload_on_change;
 
@@ -374,17 +373,10 @@ async fn serve(
         tokio::spawn(reload_on_change(state.clone(), path, overrides, config));
     }
     // One signal stops both servers.
-    let (stop, stopping) = tokio::sync::watch::channel(false);
-    tokio::spawn(async move {
-        shutdown().await;
-        let _ = stop.send(true);
-    });
-    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|stop| *stop).await;
-    };
+    let stopping = Stopping::on_signal();
     let grpc_server = grpc.map(|incoming| {
         let service = crate::grpc::service(state.clone());
-        let until = stopped(stopping.clone());
+        let until = stopping.clone().stopped();
         let mut builder = serving::grpc_limits(grpc_builder, &limits);
         tokio::spawn(async move {
             builder
@@ -395,7 +387,7 @@ async fn serve(
         })
     });
     let app = router(state);
-    let http = serving::serve_http(listener, app, limits, stopped(stopping)).await;
+    let http = serving::serve_http(listener, app, limits, stopping.stopped()).await;
     let grpc = match grpc_server {
         Some(task) => match task.await {
             Ok(result) => result.map_err(|e| e.to_string()),
@@ -404,39 +396,6 @@ async fn serve(
         None => Ok(()),
     };
     finish(http, grpc)
-}
-
-/// The exit code once the HTTP and gRPC servers have stopped.
-pub(crate) fn finish(http: std::io::Result<()>, grpc: Result<(), String>) -> i32 {
-    match (http, grpc) {
-        (Ok(()), Ok(())) => {
-            eprintln!("stopped");
-            0
-        }
-        (Err(e), _) => {
-            eprintln!("error: {e}");
-            1
-        }
-        (_, Err(e)) => {
-            eprintln!("error: gRPC: {e}");
-            1
-        }
-    }
-}
-
-/// SIGTERM or SIGINT: stop accepting, finish what is in flight.
-pub(crate) async fn shutdown() {
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
-    tracing::info!("shutting down: finishing requests in flight");
 }
 
 /// Registers the service's label-free series at their present values, so a
