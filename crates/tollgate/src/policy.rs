@@ -132,7 +132,13 @@ impl Policy {
         let base_window = match self.algorithm {
             _ if self.base_window[1] != 0 => self.base_window,
             Algorithm::FixedWindow(w) if w.calendar().is_none() => [w.limit(), w.window_micros()],
-            _ => [0, 0],
+            Algorithm::FixedWindow(_)
+            | Algorithm::SlidingWindow(_)
+            | Algorithm::SlidingLog(_)
+            | Algorithm::TokenBucket(_)
+            | Algorithm::Gcra(_)
+            | Algorithm::LeakyBucket(_)
+            | Algorithm::Concurrency(_) => [0, 0],
         };
         Policy {
             algorithm,
@@ -391,7 +397,11 @@ impl Policy {
         let (rate, burst) = match self.algorithm {
             Algorithm::TokenBucket(a) => (a.rate(), a.burst()),
             Algorithm::Gcra(a) => (a.rate(), a.burst()),
-            other => {
+            other @ (Algorithm::FixedWindow(_)
+            | Algorithm::SlidingWindow(_)
+            | Algorithm::SlidingLog(_)
+            | Algorithm::LeakyBucket(_)
+            | Algorithm::Concurrency(_)) => {
                 return Err(Error::argument(
                     "hold",
                     format!(
@@ -435,7 +445,12 @@ impl Policy {
     pub(crate) fn require_concurrency(&self, operation: &'static str) -> Result<&Concurrency> {
         match &self.algorithm {
             Algorithm::Concurrency(c) => Ok(c),
-            other => Err(Error::Unsupported {
+            other @ (Algorithm::FixedWindow(_)
+            | Algorithm::SlidingWindow(_)
+            | Algorithm::SlidingLog(_)
+            | Algorithm::TokenBucket(_)
+            | Algorithm::Gcra(_)
+            | Algorithm::LeakyBucket(_)) => Err(Error::Unsupported {
                 operation,
                 algorithm: other.name(),
             }),
@@ -449,7 +464,11 @@ impl Policy {
         let rate = match &self.algorithm {
             Algorithm::TokenBucket(a) => a.rate(),
             Algorithm::Gcra(a) => a.rate(),
-            other => {
+            other @ (Algorithm::FixedWindow(_)
+            | Algorithm::SlidingWindow(_)
+            | Algorithm::SlidingLog(_)
+            | Algorithm::LeakyBucket(_)
+            | Algorithm::Concurrency(_)) => {
                 return Err(Error::Unsupported {
                     operation: "reserve",
                     algorithm: other.name(),

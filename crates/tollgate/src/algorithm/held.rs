@@ -15,7 +15,15 @@ impl Algorithm {
         match (self, state) {
             (Algorithm::TokenBucket(_), State::TokenBucket(s)) => Some([s.deficit, s.at]),
             (Algorithm::Gcra(_), State::Gcra(s)) => Some([s.micros, s.frac]),
-            _ => None,
+            (Algorithm::TokenBucket(_) | Algorithm::Gcra(_), _)
+            | (
+                Algorithm::FixedWindow(_)
+                | Algorithm::SlidingWindow(_)
+                | Algorithm::SlidingLog(_)
+                | Algorithm::LeakyBucket(_)
+                | Algorithm::Concurrency(_),
+                _,
+            ) => None,
         }
     }
 
@@ -61,7 +69,17 @@ impl Algorithm {
                 let tat = u128::from(s.micros) * drip + u128::from(s.frac);
                 (drip, tat, tat)
             }
-            _ => return false,
+            (Algorithm::TokenBucket(_) | Algorithm::Gcra(_), _)
+            | (
+                Algorithm::FixedWindow(_)
+                | Algorithm::SlidingWindow(_)
+                | Algorithm::SlidingLog(_)
+                | Algorithm::LeakyBucket(_)
+                | Algorithm::Concurrency(_),
+                _,
+            ) => {
+                return false;
+            }
         };
         full_at == stamped && stamped > u128::from(now) * drip
     }

@@ -178,9 +178,6 @@ impl Algorithm {
         cost: u64,
         max_wait: u64,
     ) -> Verdict {
-        if !self.owns(state) {
-            *state = self.fresh_state();
-        }
         match (self, state) {
             (Algorithm::FixedWindow(a), State::FixedWindow(s)) => a.decide_micros(s, now, cost),
             (Algorithm::SlidingWindow(a), State::SlidingWindow(s)) => a.decide_micros(s, now, cost),
@@ -191,7 +188,21 @@ impl Algorithm {
             (Algorithm::Gcra(a), State::Gcra(s)) => a.reserve_micros(s, now, cost, max_wait),
             (Algorithm::LeakyBucket(a), State::LeakyBucket(s)) => a.decide_micros(s, now, cost),
             (Algorithm::Concurrency(a), State::Concurrency(s)) => a.peek_micros(s, now),
-            _ => unreachable!("the state was made to match the algorithm above"),
+            // A state of another algorithm (a policy renamed onto another
+            // one): made fresh, which the arms above then match.
+            (
+                Algorithm::FixedWindow(_)
+                | Algorithm::SlidingWindow(_)
+                | Algorithm::SlidingLog(_)
+                | Algorithm::TokenBucket(_)
+                | Algorithm::Gcra(_)
+                | Algorithm::LeakyBucket(_)
+                | Algorithm::Concurrency(_),
+                other,
+            ) => {
+                *other = self.fresh_state();
+                self.decide_micros(other, now, cost, max_wait)
+            }
         }
     }
 
@@ -234,9 +245,6 @@ impl Algorithm {
     /// algorithm is replaced by a fresh one first.
     #[inline(never)]
     fn move_micros(&self, state: &mut State, now: u64, op: Move, cost: u64) -> Verdict {
-        if !self.owns(state) {
-            *state = self.fresh_state();
-        }
         match (self, state) {
             (Algorithm::FixedWindow(a), State::FixedWindow(s)) => match op {
                 Move::Charge => a.charge_micros(s, now, cost),
@@ -257,7 +265,21 @@ impl Algorithm {
             (Algorithm::Gcra(a), State::Gcra(s)) => a.usage_micros(s, now, op, cost),
             (Algorithm::LeakyBucket(a), State::LeakyBucket(s)) => a.usage_micros(s, now, op, cost),
             (Algorithm::Concurrency(a), State::Concurrency(s)) => a.peek_micros(s, now),
-            _ => unreachable!("the state was made to match the algorithm above"),
+            // A state of another algorithm: made fresh, as in
+            // `decide_micros`.
+            (
+                Algorithm::FixedWindow(_)
+                | Algorithm::SlidingWindow(_)
+                | Algorithm::SlidingLog(_)
+                | Algorithm::TokenBucket(_)
+                | Algorithm::Gcra(_)
+                | Algorithm::LeakyBucket(_)
+                | Algorithm::Concurrency(_),
+                other,
+            ) => {
+                *other = self.fresh_state();
+                self.move_micros(other, now, op, cost)
+            }
         }
     }
 
@@ -318,7 +340,17 @@ impl Algorithm {
         match (self, state) {
             (Algorithm::TokenBucket(a), State::TokenBucket(s)) => a.hold_micros(s, now, hold),
             (Algorithm::Gcra(a), State::Gcra(s)) => a.hold_micros(s, now, hold),
-            _ => (0, 0),
+            // A bucket's state of another algorithm, which a held check
+            // made fresh before coming here; or no bucket: nothing held.
+            (Algorithm::TokenBucket(_) | Algorithm::Gcra(_), _)
+            | (
+                Algorithm::FixedWindow(_)
+                | Algorithm::SlidingWindow(_)
+                | Algorithm::SlidingLog(_)
+                | Algorithm::LeakyBucket(_)
+                | Algorithm::Concurrency(_),
+                _,
+            ) => (0, 0),
         }
     }
 
@@ -328,7 +360,11 @@ impl Algorithm {
         match state {
             State::TokenBucket(s) => s.deficit = a,
             State::Gcra(s) => (s.micros, s.frac) = (a, b),
-            _ => {}
+            State::FixedWindow(_)
+            | State::SlidingWindow(_)
+            | State::SlidingLog(_)
+            | State::LeakyBucket(_)
+            | State::Concurrency(_) => {}
         }
     }
 }

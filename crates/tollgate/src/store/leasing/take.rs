@@ -180,7 +180,11 @@ fn bucket_hold(policy: &Policy, interval: u64, cost: u64) -> Option<u64> {
     let (rate, burst) = match policy.algorithm() {
         Algorithm::TokenBucket(a) => (a.rate(), a.burst()),
         Algorithm::Gcra(a) => (a.rate(), a.burst()),
-        _ => return None,
+        Algorithm::FixedWindow(_)
+        | Algorithm::SlidingWindow(_)
+        | Algorithm::SlidingLog(_)
+        | Algorithm::LeakyBucket(_)
+        | Algorithm::Concurrency(_) => return None,
     };
     // Scaled units: a token is `units_per_token`, a µs refills
     // `units_per_micro`; the burst is below 2^50 of them.
@@ -218,7 +222,10 @@ fn regains(policy: &Policy, span: u64) -> u64 {
             let per = u128::from(a.window_micros().max(1));
             return (u128::from(policy.limit()) * u128::from(span) / per) as u64;
         }
-        _ => return 0,
+        Algorithm::FixedWindow(_)
+        | Algorithm::SlidingLog(_)
+        | Algorithm::LeakyBucket(_)
+        | Algorithm::Concurrency(_) => return 0,
     };
     (u128::from(span) * u128::from(rate.units_per_micro) / u128::from(rate.units_per_token)) as u64
 }
@@ -229,7 +236,11 @@ fn window_micros(policy: &Policy) -> Option<u64> {
     match policy.algorithm() {
         Algorithm::SlidingWindow(a) => Some(a.window_micros()),
         Algorithm::FixedWindow(_) => Some(0),
-        _ => None,
+        Algorithm::SlidingLog(_)
+        | Algorithm::TokenBucket(_)
+        | Algorithm::Gcra(_)
+        | Algorithm::LeakyBucket(_)
+        | Algorithm::Concurrency(_) => None,
     }
 }
 

@@ -39,7 +39,10 @@ impl BucketExpiry {
             Algorithm::TokenBucket(a) => (a.rate(), a.burst(), "tbs"),
             Algorithm::Gcra(a) => (a.rate(), a.burst(), "gcras"),
             Algorithm::LeakyBucket(a) => (a.rate(), a.capacity(), "lbs"),
-            _ => return None,
+            Algorithm::FixedWindow(_)
+            | Algorithm::SlidingWindow(_)
+            | Algorithm::SlidingLog(_)
+            | Algorithm::Concurrency(_) => return None,
         };
         // One token is units_per_token units, units_per_micro of which
         // drip in per µs: the interval is their ratio, in µs.
@@ -229,7 +232,10 @@ impl BucketExpiry {
             }
             Algorithm::Gcra(_) => State::Gcra(GcraState { micros, frac: 0 }),
             Algorithm::LeakyBucket(_) => State::LeakyBucket(LeakyBucketState { micros, frac: 0 }),
-            other => {
+            other @ (Algorithm::FixedWindow(_)
+            | Algorithm::SlidingWindow(_)
+            | Algorithm::SlidingLog(_)
+            | Algorithm::Concurrency(_)) => {
                 return Err(protocol(&format!("but the policy is a {}", other.name())));
             }
         })

@@ -134,7 +134,12 @@ impl RedisStore {
             Algorithm::FixedWindow(a) => a.window_micros(),
             Algorithm::SlidingWindow(a) => a.window_micros(),
             Algorithm::SlidingLog(_) => return false,
-            _ => return true,
+            // Buckets and leases: a refund gives back what it names
+            // whenever it runs.
+            Algorithm::TokenBucket(_)
+            | Algorithm::Gcra(_)
+            | Algorithm::LeakyBucket(_)
+            | Algorithm::Concurrency(_) => return true,
         };
         let latest = self.now_bounds().1 + WINDOW_MARGIN_MICROS;
         sent.saturating_sub(WINDOW_MARGIN_MICROS) / window == latest / window

@@ -98,7 +98,13 @@ impl RedisStore {
         numbers[1] = 0.0;
         let script = match algorithm {
             Algorithm::TokenBucket(_) => &scripts.token_bucket_refund_held,
-            _ => &scripts.tat_refund_held,
+            // GCRA; the others are refused by validation before here.
+            Algorithm::FixedWindow(_)
+            | Algorithm::SlidingWindow(_)
+            | Algorithm::SlidingLog(_)
+            | Algorithm::Gcra(_)
+            | Algorithm::LeakyBucket(_)
+            | Algorithm::Concurrency(_) => &scripts.tat_refund_held,
         };
         let args = [
             Arg::Bin(pack(&numbers)),

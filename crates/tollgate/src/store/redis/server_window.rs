@@ -62,7 +62,13 @@ impl ServerWindow {
                     window: a.window_micros(),
                 })
             }
-            _ => None,
+            Algorithm::FixedWindow(_)
+            | Algorithm::SlidingWindow(_)
+            | Algorithm::SlidingLog(_)
+            | Algorithm::TokenBucket(_)
+            | Algorithm::Gcra(_)
+            | Algorithm::LeakyBucket(_)
+            | Algorithm::Concurrency(_) => None,
         }
     }
 

@@ -106,7 +106,10 @@ impl RedisStore {
         match algorithm {
             Algorithm::TokenBucket(_) => *numbers.last_mut().expect("its numbers") = hold,
             Algorithm::Gcra(_) | Algorithm::LeakyBucket(_) => numbers.push(hold),
-            _ => {}
+            Algorithm::FixedWindow(_)
+            | Algorithm::SlidingWindow(_)
+            | Algorithm::SlidingLog(_)
+            | Algorithm::Concurrency(_) => {}
         }
         Ok(numbers)
     }
@@ -130,14 +133,17 @@ pub(super) fn usage_script<'s>(scripts: &'s Scripts, algorithm: &Algorithm) -> &
 /// A held `check_at_most`'s hold in the bucket's scaled units (0 for any
 /// other operation): `units_per_micro` per µs, exact.
 fn hold_units(algorithm: &Algorithm, op: Usage) -> f64 {
-    let (Usage::AtMostHeld(hold), Algorithm::TokenBucket(_) | Algorithm::Gcra(_)) = (op, algorithm)
-    else {
+    let Usage::AtMostHeld(hold) = op else {
         return 0.0;
     };
     let rate = match algorithm {
         Algorithm::TokenBucket(a) => a.rate(),
         Algorithm::Gcra(a) => a.rate(),
-        _ => unreachable!("matched above"),
+        Algorithm::FixedWindow(_)
+        | Algorithm::SlidingWindow(_)
+        | Algorithm::SlidingLog(_)
+        | Algorithm::LeakyBucket(_)
+        | Algorithm::Concurrency(_) => return 0.0,
     };
     (hold.as_micros() as u64 * rate.units_per_micro) as f64
 }
