@@ -1,6 +1,8 @@
 //! One conformance suite, written once in `suite.rs`, run against every
 //! store: memory, Redis standalone and Redis Cluster (both in client-time
-//! mode, so the suite drives time with a manual clock), and a resilient
+//! mode, so the suite drives time with a manual clock), a leasing store
+//! and a connected deferred store over memory and over Redis (every case
+//! as the store they wrap: the cases' policies take no leases), and a resilient
 //! store whose primary is down and breaker open, under each failure policy
 //! (`local` passes every case as a memory store would; `allow` and `deny`
 //! pass those that hold for a store that admits or refuses everything
@@ -62,13 +64,70 @@ mod redis_standalone {
     use std::sync::OnceLock;
     use tollgate_testkit::RedisServer;
 
-    fn server() -> &'static RedisServer {
+    pub(super) fn server() -> &'static RedisServer {
         static SERVER: OnceLock<RedisServer> = OnceLock::new();
         SERVER.get_or_init(RedisServer::start)
     }
 
     async fn make(clock: tollgate::ManualClock) -> Harness {
         Harness::redis(vec![server().url()], clock).await
+    }
+
+    conformance!(make);
+    conformance!(make, only: settled_usage_adds_up_to_the_actual_costs, held_batches_refund_exactly);
+}
+
+/// A leasing store over memory: the cases' policies pass through it
+/// (see `Harness::leasing`).
+mod leasing_memory {
+    use super::suite::Harness;
+
+    async fn make(clock: tollgate::ManualClock) -> Harness {
+        Harness::memory(clock).leasing()
+    }
+
+    conformance!(make);
+    conformance!(make, only: settled_usage_adds_up_to_the_actual_costs, held_batches_refund_exactly);
+}
+
+/// A deferred store, connected, over memory.
+mod deferred_memory {
+    use super::suite::Harness;
+
+    async fn make(clock: tollgate::ManualClock) -> Harness {
+        Harness::memory(clock).deferred().await
+    }
+
+    conformance!(make);
+    conformance!(make, only: settled_usage_adds_up_to_the_actual_costs, held_batches_refund_exactly);
+}
+
+/// A leasing store over Redis (the standalone server above).
+#[cfg(feature = "redis")]
+mod leasing_redis {
+    use super::suite::Harness;
+
+    async fn make(clock: tollgate::ManualClock) -> Harness {
+        Harness::redis(vec![super::redis_standalone::server().url()], clock)
+            .await
+            .leasing()
+    }
+
+    conformance!(make);
+    conformance!(make, only: settled_usage_adds_up_to_the_actual_costs, held_batches_refund_exactly);
+}
+
+/// A deferred store, connected, over Redis (the standalone server above):
+/// the service's stack when it starts before Redis answers.
+#[cfg(feature = "redis")]
+mod deferred_redis {
+    use super::suite::Harness;
+
+    async fn make(clock: tollgate::ManualClock) -> Harness {
+        Harness::redis(vec![super::redis_standalone::server().url()], clock)
+            .await
+            .deferred()
+            .await
     }
 
     conformance!(make);

@@ -3,9 +3,12 @@
 //!
 //! Kept whole on purpose: it is the one suite every store runs, and its cases share one harness.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tollgate::algorithm::State;
+use tollgate::store::deferred::DeferredStore;
+use tollgate::store::leasing::LeasingStore;
 use tollgate::store::resilient::OnFailure;
 #[cfg(feature = "redis")]
 use tollgate::store::resilient::ResilientStore;
@@ -45,7 +48,6 @@ impl Harness {
 
     #[cfg(feature = "redis")]
     pub(crate) async fn redis(urls: Vec<String>, clock: ManualClock) -> Harness {
-        use std::sync::Arc;
         use std::sync::atomic::{AtomicU64, Ordering};
         use tollgate::store::redis::{RedisStore, TimeSource};
         static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -69,7 +71,6 @@ impl Harness {
     /// breaker open, answering by `mode`; its local fallback reads `clock`.
     #[cfg(feature = "redis")]
     pub(crate) async fn fallback(mode: OnFailure, clock: ManualClock) -> Harness {
-        use std::sync::Arc;
         use std::time::Duration;
         use tollgate::store::redis::RedisStore;
         use tollgate::store::resilient::BreakerState;
@@ -99,6 +100,41 @@ impl Harness {
                 mode,
                 _server: server,
             },
+        }
+    }
+
+    /// This harness's store behind a [`LeasingStore`]: the cases' policies
+    /// do not opt into leases, and a leasing store passes every call on
+    /// such a policy through (its contract), so it must pass every case the
+    /// wrapped store passes. Leased policies answer from batches, which is
+    /// not the exact model these cases compare with: their bound is
+    /// `tests/leasing/`'s.
+    pub(crate) fn leasing(self) -> Harness {
+        let store: Arc<dyn Store> = Arc::from(self.store);
+        Harness {
+            store: Box::new(LeasingStore::new(store)),
+            backend: self.backend,
+        }
+    }
+
+    /// This harness's store behind a [`DeferredStore`] whose connection
+    /// has been made (it answers as the store it connected to; before
+    /// that, every call fails as unavailable, which `tests/faults/startup.rs`
+    /// covers).
+    pub(crate) async fn deferred(self) -> Harness {
+        let store: Arc<dyn Store> = Arc::from(self.store);
+        let deferred = DeferredStore::connect(Duration::from_millis(10), move || {
+            let store = store.clone();
+            Box::pin(async move { Ok(store) })
+        });
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !deferred.is_connected() {
+            assert!(std::time::Instant::now() < deadline, "never connected");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        Harness {
+            store: Box::new(deferred),
+            backend: self.backend,
         }
     }
 
