@@ -170,7 +170,12 @@ impl Regions {
                 "leases take batches that may be given back, and a region's G-counter component never shrinks",
             ),
             Algorithm::FixedWindow(_) => None,
-            _ => Some(
+            Algorithm::SlidingWindow(_)
+            | Algorithm::SlidingLog(_)
+            | Algorithm::TokenBucket(_)
+            | Algorithm::Gcra(_)
+            | Algorithm::LeakyBucket(_)
+            | Algorithm::Concurrency(_) => Some(
                 "only fixed windows can be global: a bucket refills continuously, so a region's admissions have no per-window count to replicate (see docs/regions.md)",
             ),
         }

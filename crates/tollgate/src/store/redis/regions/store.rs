@@ -189,7 +189,12 @@ impl RegionalStore {
     pub fn window_key_of(&self, policy: &Policy, key: &[u8]) -> Vec<u8> {
         let window = match policy.algorithm() {
             Algorithm::FixedWindow(w) => w.window_micros(),
-            _ => policy.time_span().as_micros().max(1) as u64,
+            Algorithm::SlidingWindow(_)
+            | Algorithm::SlidingLog(_)
+            | Algorithm::TokenBucket(_)
+            | Algorithm::Gcra(_)
+            | Algorithm::LeakyBucket(_)
+            | Algorithm::Concurrency(_) => policy.time_span().as_micros().max(1) as u64,
         };
         let index = self.inner.clock.now_micros() / window;
         window_key(self.inner.local.prefix(), policy, key, window, index)
@@ -200,7 +205,12 @@ impl RegionalStore {
         Regions::supports(policy)?;
         match policy.algorithm() {
             Algorithm::FixedWindow(w) => Ok((w.window_micros(), w.limit())),
-            _ => Err(unsupported("global check", policy)),
+            Algorithm::SlidingWindow(_)
+            | Algorithm::SlidingLog(_)
+            | Algorithm::TokenBucket(_)
+            | Algorithm::Gcra(_)
+            | Algorithm::LeakyBucket(_)
+            | Algorithm::Concurrency(_) => Err(unsupported("global check", policy)),
         }
     }
 
