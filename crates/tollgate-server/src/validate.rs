@@ -1,9 +1,10 @@
 //! `tollgate validate`: checks a config file, or an ERL (envoyproxy/
 //! ratelimit) YAML config.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
+use tonic::transport::Server;
 
 use crate::{config, erl};
 
@@ -26,9 +27,32 @@ pub(crate) struct ValidateArgs {
     erl_extensions: bool,
 }
 
+/// The gRPC server `serve` starts for `config`: with TLS when the config
+/// asks for it, its files read and checked now. `validate` runs the same
+/// checks, so that it cannot pass what `serve` refuses.
+pub(crate) fn grpc_server(config: &config::Config) -> Result<Server, String> {
+    match config.server.grpc_tls()? {
+        None => Ok(Server::builder()),
+        Some(tls) => tls
+            .apply(Server::builder())
+            .map_err(|e| format!("gRPC TLS: {e}")),
+    }
+}
+
+/// A config file as `serve` reads it: parsed, and what `serve` checks
+/// before it starts.
+fn load(path: &Path) -> Result<config::Config, Vec<String>> {
+    let to_strings = |errors: Vec<config::ConfigError>| {
+        errors.iter().map(ToString::to_string).collect::<Vec<_>>()
+    };
+    let loaded = config::Config::load(path).map_err(to_strings)?;
+    grpc_server(&loaded).map_err(|e| vec![format!("{}: {e}", path.display())])?;
+    Ok(loaded)
+}
+
 /// Exit 0 when valid; else every error with its file and line, exit 2.
 pub(crate) fn run(args: ValidateArgs) -> i32 {
-    let loaded = match args.config.as_deref().map(config::Config::load).transpose() {
+    let loaded = match args.config.as_deref().map(load).transpose() {
         Ok(set) => set,
         Err(errors) => {
             for e in errors {

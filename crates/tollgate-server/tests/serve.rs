@@ -598,6 +598,74 @@ fn check_and_validate_exit_codes() {
     assert!(err.contains("c.toml:7") && err.contains("rate"), "{err}");
 }
 
+/// `validate` refuses what `serve` refuses, with the same message: the two
+/// share the checks (TLS files, a gRPC listener for TLS, a zero deadline).
+#[test]
+fn validate_refuses_what_serve_refuses() {
+    let dir = temp_dir();
+    std::fs::write(dir.join("not-pem.crt"), "hello\n").unwrap();
+    std::fs::write(dir.join("not-pem.key"), "hello\n").unwrap();
+    let cases = [
+        (
+            "[server]\ngrpc_listen = \"127.0.0.1:0\"\ngrpc_tls_cert = \"not-pem.crt\"\n",
+            "needs --grpc-tls-key",
+        ),
+        (
+            "[server]\ngrpc_tls_cert = \"not-pem.crt\"\ngrpc_tls_key = \"not-pem.key\"\n",
+            "needs a gRPC server",
+        ),
+        (
+            "[server]\ngrpc_listen = \"127.0.0.1:0\"\ngrpc_tls_cert = \"not-pem.crt\"\ngrpc_tls_key = \"not-pem.key\"\n",
+            "no PEM certificate",
+        ),
+        (
+            "[store]\ndeadline = \"0ms\"\n",
+            "`deadline` must be more than 0",
+        ),
+    ];
+    for (i, (text, want)) in cases.iter().enumerate() {
+        let path = dir.join(format!("c{i}.toml"));
+        std::fs::write(&path, format!("{text}{CONFIG}")).unwrap();
+        let validate = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+            .args(["validate", "--config"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&validate.stderr);
+        assert_eq!(validate.status.code(), Some(2), "{text}: {said}");
+        assert!(said.contains(want), "{text}: {said}");
+        let mut serve = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+            .arg(&path)
+            .env_remove("TOLLGATE_TOKEN")
+            .env_remove("TOLLGATE_GRPC_LISTEN")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Some(status) = serve.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = serve.kill();
+                panic!("serve started with a config validate refuses: {text}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut err = String::new();
+        serve
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        assert_eq!(status.code(), Some(2), "{text}: {err}");
+        assert!(err.contains(want), "{text}: {err}");
+    }
+}
+
 /// 64 clients spread over `services`, 5 checks each of `policy`: the
 /// admissions, and how many of them came from a lease.
 fn drive_three(services: &[Service], policy: &str) -> (u32, u32) {

@@ -175,6 +175,96 @@ fn bad_input_exits_2_and_names_file_line_and_field() {
     }
 }
 
+/// Hostile traces: a key over the library's 1,024 bytes, numbers with a
+/// sign or spaces, a time whose microseconds overflow, bad UTF-8, a huge
+/// bad line (not echoed whole).
+#[test]
+fn hostile_traces_are_refused_with_a_bounded_message() {
+    let long_key = "k".repeat(1_025);
+    let huge = "x".repeat(10 << 20);
+    let cases: Vec<(String, Vec<&str>)> = vec![
+        (
+            format!("{HEADER}0,p,{long_key},1\n"),
+            vec![
+                "trace.csv:2",
+                "`key` is 1025 bytes long; the maximum is 1024",
+            ],
+        ),
+        (
+            format!("{HEADER}0,p,k,+3\n"),
+            vec!["trace.csv:2", "`cost`", "+3"],
+        ),
+        (format!("{HEADER} 5,p,k,1\n"), vec!["trace.csv:2", "`t_ms`"]),
+        (format!("{HEADER}+5,p,k,1\n"), vec!["trace.csv:2", "`t_ms`"]),
+        (format!("{HEADER}0,p,k, 3\n"), vec!["trace.csv:2", "`cost`"]),
+        (
+            format!("{HEADER}9223372036854775807,p,k,1\n"),
+            vec!["trace.csv:2", "`t_ms` must be at most 18446744073709551"],
+        ),
+        (
+            format!("{HEADER}0,p,{huge}\n"),
+            vec!["trace.csv:2", "bytes in all"],
+        ),
+        (format!("{HEADER}0,p,k,1\n0,p,caf\u{e9},1\n"), vec![]),
+    ];
+    for (trace, needles) in cases {
+        let (out, dir) = run_files(GOOD_CONFIG, &trace);
+        let err = String::from_utf8_lossy(&out.stderr);
+        if needles.is_empty() {
+            // valid UTF-8 passes
+            assert_eq!(out.status.code(), Some(0), "{err}");
+            continue;
+        }
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{needles:?}: {}",
+            &err[..err.len().min(300)]
+        );
+        assert!(err.len() < 1_000, "{} bytes of error", err.len());
+        assert!(out.stdout.is_empty(), "nothing replayed");
+        for needle in &needles {
+            assert!(err.contains(needle), "{needle:?} not in: {err}");
+        }
+        std::fs::remove_dir_all(dir).ok();
+    }
+    // bad UTF-8 names its line
+    let (_, dir) = run_files(GOOD_CONFIG, HEADER);
+    std::fs::write(
+        dir.join("trace.csv"),
+        b"t_ms,policy,key,cost\n0,p,k,1\n0,p,\xff,1\n",
+    )
+    .unwrap();
+    let out = simulate(&[
+        "--config",
+        dir.join("limits.toml").to_str().unwrap(),
+        "--trace",
+        dir.join("trace.csv").to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("trace.csv:3: the text is not UTF-8"), "{err}");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+/// A header after a byte-order mark (as some editors save a CSV) is the
+/// header.
+#[test]
+fn a_byte_order_mark_before_the_header_is_accepted() {
+    let (out, dir) = run_files(GOOD_CONFIG, &format!("\u{feff}{HEADER}0,p,k,1\n"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        stdout(&out)
+            .lines()
+            .nth(1)
+            .is_some_and(|l| l.starts_with("0,p,k,1,true")),
+        "{}",
+        stdout(&out)
+    );
+    std::fs::remove_dir_all(dir).ok();
+}
+
 #[test]
 fn a_missing_file_is_named() {
     let out = simulate(&[

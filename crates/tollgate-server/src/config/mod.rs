@@ -7,6 +7,7 @@
 //! Every error names the file, the line and the field; parsing collects all
 //! of them, so `tollgate validate` can print every problem at once.
 
+mod bounded;
 mod descriptor;
 mod erl;
 mod limits;
@@ -25,6 +26,7 @@ use tollgate::Policy;
 use tollgate::store::resilient::OnFailure;
 use toml::Spanned;
 
+pub(crate) use self::bounded::{MAX_CONFIG_BYTES, clip_message, excerpt, read_text};
 use self::descriptor::RawDescriptor;
 pub(crate) use self::erl::{ErlSettings, HeaderStyle};
 use self::erl::{RawErl, erl_settings};
@@ -106,11 +108,11 @@ impl Config {
     /// Reads and parses a config file.
     pub(crate) fn load(path: &Path) -> Result<Config, Vec<ConfigError>> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| {
+        let text = read_text(path, MAX_CONFIG_BYTES, "config files").map_err(|e| {
             vec![ConfigError {
                 file: file.clone(),
-                line: 0,
-                message: format!("cannot read the file: {e}"),
+                line: e.line,
+                message: e.message,
             }]
         })?;
         Config::parse(&file, &text)
@@ -127,10 +129,17 @@ fn parse(file: &str, text: &str) -> Result<Config, Vec<ConfigError>> {
     let at = |span: Range<usize>, message: String| ConfigError {
         file: file.to_string(),
         line: line_of(text, span.start),
-        message,
+        message: clip_message(&message).into_owned(),
     };
-    let raw: RawFile = toml::from_str(text)
-        .map_err(|e| vec![at(e.span().unwrap_or(0..0), e.message().trim().to_string())])?;
+    let raw: RawFile = toml::from_str(text).map_err(|e| {
+        let span = e.span().unwrap_or(0..0);
+        let message = e.message().trim();
+        let message = match field_at(text, span.start) {
+            Some(field) => format!("{field}: {message}"),
+            None => message.to_string(),
+        };
+        vec![at(span, message)]
+    })?;
     let mut errors = Vec::new();
     let mut policies: Vec<Policy> = Vec::new();
     let server = raw
@@ -223,6 +232,33 @@ fn parse(file: &str, text: &str) -> Result<Config, Vec<ConfigError>> {
 
 pub(crate) type FieldError = (Option<Range<usize>>, String);
 pub(crate) type SpannedError = (Range<usize>, String);
+
+/// The field whose value starts at byte `offset` of a TOML `text`, as
+/// ``[table] `key` `` (the parser's own errors say what they expected, not
+/// where); `None` when `offset` is not at a `key = value` line's value.
+fn field_at(text: &str, offset: usize) -> Option<String> {
+    let before = text.get(..offset)?;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let (key, _) = before[line_start..].split_once('=')?;
+    let key = key.trim();
+    if key.is_empty() || key.starts_with('[') || key.starts_with('#') {
+        return None;
+    }
+    let table = before[..line_start]
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('['))
+        .and_then(|l| {
+            let end = match l.strip_prefix("[[") {
+                Some(_) => l.find("]]").map(|i| i + 1),
+                None => l.find(']'),
+            };
+            end.map(|end| format!("{} ", &l[..=end]))
+        })
+        .unwrap_or_default();
+    Some(format!("{table}`{}`", excerpt(key)))
+}
 
 /// The 1-based line of byte `offset` in `text`.
 pub(crate) fn line_of(text: &str, offset: usize) -> usize {

@@ -237,11 +237,11 @@ fn secret(
         (Some(t), None) => Ok(Some(t.into_inner())),
         (None, Some(f)) => {
             let path = beside(file, f.get_ref());
-            let token = std::fs::read_to_string(&path)
+            let token = super::read_text(&path, super::MAX_CONFIG_BYTES, "token files")
                 .map_err(|e| {
                     (
                         f.span(),
-                        format!("[server] `{field}_file` {}: {e}", path.display()),
+                        format!("[server] `{field}_file` {}: {}", path.display(), e.message),
                     )
                 })?
                 .trim()

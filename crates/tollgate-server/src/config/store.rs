@@ -170,6 +170,17 @@ pub(super) fn store_settings(raw: RawStore) -> Result<StoreSettings, SpannedErro
     if let Some(d) = raw.deadline {
         settings.deadline = parse_duration(d.get_ref())
             .map_err(|e| (d.span(), format!("[store] `deadline`: {e}")))?;
+        // The store's builder refuses it too, but only when Redis is
+        // built: `validate` must refuse what `serve` would.
+        if settings.deadline.is_zero() {
+            return Err((
+                d.span(),
+                format!(
+                    "[store] `deadline` must be more than 0, got {:?}",
+                    d.get_ref()
+                ),
+            ));
+        }
     }
     if let Some(f) = raw.on_failure {
         settings.on_failure = f

@@ -396,3 +396,76 @@ fn a_bad_tier_or_override_names_its_line_and_field() {
         );
     }
 }
+
+#[test]
+fn a_type_error_names_its_field() {
+    let e = parse("t.toml", "[erl]\nextensions = \"yes\"\n").unwrap_err();
+    assert_eq!(e[0].line, 2);
+    assert!(
+        e[0].message.starts_with("[erl] `extensions`: "),
+        "{}",
+        e[0].message
+    );
+    assert!(e[0].message.contains("boolean"), "{}", e[0].message);
+    let e = parse(
+        "t.toml",
+        "[[policy]]\nname = \"a\"\nalgorithm = \"fixed_window\"\nlimit = \"ten\"\nwindow = \"1s\"\n",
+    )
+    .unwrap_err();
+    assert!(
+        e[0].message.starts_with("[[policy]] `limit`: "),
+        "{}",
+        e[0].message
+    );
+}
+
+#[test]
+fn duplicate_keys_are_errors() {
+    let e = parse(
+        "t.toml",
+        "[store]\ndeadline = \"10ms\"\ndeadline = \"20ms\"\n",
+    )
+    .unwrap_err();
+    assert_eq!(e[0].line, 3, "{}", e[0]);
+    assert!(e[0].message.contains("duplicate key"), "{}", e[0].message);
+    let e = parse("t.toml", "[erl]\n[erl]\n").unwrap_err();
+    assert!(e[0].message.contains("duplicate"), "{}", e[0].message);
+}
+
+#[test]
+fn a_huge_bad_value_is_not_echoed_whole() {
+    let ten_mb = "x".repeat(10 << 20);
+    let huge = "x".repeat(1 << 20);
+    for text in [
+        format!("[erl]\nextensions = \"{ten_mb}\"\n"),
+        format!("[server]\nlisten = \"{huge}\"\n"),
+        format!("[erl]\nheaders = \"{huge}\"\n"),
+        format!("[store]\ndeadline = \"{huge}\"\n"),
+        format!("[[policy]]\nname = \"{huge}\"\nalgorithm = \"gcra\"\n"),
+    ] {
+        let e = parse("t.toml", &text).unwrap_err();
+        let shown = e[0].to_string();
+        assert!(
+            shown.len() < 1_000,
+            "{} bytes: {}",
+            shown.len(),
+            &shown[..200]
+        );
+        assert!((1..=2).contains(&e[0].line), "{shown}");
+    }
+}
+
+#[test]
+fn unreadable_files_name_the_cap_and_the_line() {
+    let e = Config::load(Path::new("/dev/zero")).unwrap_err();
+    assert_eq!(
+        e[0].to_string(),
+        "/dev/zero:0: the file is larger than 16 MiB, the cap on config files"
+    );
+    let path = std::env::temp_dir().join(format!("tollgate-utf8-{}.toml", std::process::id()));
+    std::fs::write(&path, b"[erl]\nextensions = true\n# caf\xe9\n").unwrap();
+    let e = Config::load(&path).unwrap_err();
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(e[0].line, 3, "{}", e[0]);
+    assert!(e[0].message.contains("not UTF-8"), "{}", e[0]);
+}

@@ -20,7 +20,7 @@ impl ConfigError {
         ConfigError {
             file: file.to_string(),
             line: (line > 0).then_some(line),
-            message: message.into(),
+            message: clip(message.into()),
         }
     }
 
@@ -28,8 +28,16 @@ impl ConfigError {
         ConfigError {
             file: file.to_string(),
             line: None,
-            message: message.into(),
+            message: clip(message.into()),
         }
+    }
+}
+
+/// A message cut to a readable length (a value it quotes may be huge).
+fn clip(message: String) -> String {
+    match crate::config::clip_message(&message) {
+        std::borrow::Cow::Borrowed(_) => message,
+        std::borrow::Cow::Owned(short) => short,
     }
 }
 

@@ -14,6 +14,7 @@ use std::time::SystemTime;
 use super::config::{ErlConfig, PolicyLookup};
 use super::error::ConfigError;
 use super::{decode, keys, yaml};
+use crate::config::{MAX_CONFIG_BYTES, read_text};
 
 /// How deep directories are followed (symbolic links can make loops).
 const MAX_DEPTH: usize = 32;
@@ -29,9 +30,9 @@ pub(crate) fn load(
     let mut errors = Vec::new();
     for file in find(path, ignore_dotfiles).map_err(|e| vec![e])? {
         let name = file.display().to_string();
-        match std::fs::read_to_string(&file) {
+        match read_text(&file, MAX_CONFIG_BYTES, "config files") {
             Ok(text) => texts.push((name, text)),
-            Err(e) => errors.push(ConfigError::file(&name, format!("cannot read: {e}"))),
+            Err(e) => errors.push(ConfigError::at(&name, e.line, e.message)),
         }
     }
     if !errors.is_empty() {

@@ -13,14 +13,23 @@
 //! `017`, `0b101`), and a number in float syntax (`1.5`, `1e3`, `.5`, and
 //! `080`, which is no octal) is a float. Quoted and block scalars are
 //! strings. Anchors, aliases and `<<` merges are expanded; a map key given
-//! twice keeps its last value, as yaml.v2 does. Only the first document of
-//! the stream counts.
+//! twice is an error (yaml.v2 keeps the last value, which turned a typo
+//! into a different limit), though a key may still override one a `<<`
+//! merge brought. Only the first document of the stream counts.
+//!
+//! The tree is bounded against hostile files: collections nest at most
+//! [`MAX_DEPTH`] deep in any style, and aliases may repeat at most
+//! [`ALIAS_NODES`] nodes and [`ALIAS_BYTES`] bytes of text in all (a
+//! "billion laughs" of nested aliases stops there instead of filling the
+//! memory).
 //!
 //! Kept whole on purpose: one concept, the document as yaml.v2 sees it; the event walk and the YAML 1.1 resolution it applies to each scalar are read together.
 
 use std::collections::HashMap;
 
 use saphyr_parser::{Event, Parser, ScalarStyle, Tag};
+
+use crate::config::excerpt;
 
 /// What a scalar's text resolves to.
 #[derive(Debug, Clone, PartialEq)]
@@ -113,12 +122,26 @@ pub(crate) struct SyntaxError {
     pub(crate) message: String,
 }
 
+/// How deep collections may nest (a map in a list in a map is 3): ERL's
+/// descriptors take two levels each, so this allows 60 of them, far more
+/// than any config holds, and keeps every recursive pass over the tree off
+/// the end of the stack.
+pub(crate) const MAX_DEPTH: usize = 128;
+
+/// How many nodes aliases may repeat in one document, in all.
+pub(crate) const ALIAS_NODES: usize = 100_000;
+
+/// How many bytes of scalar text aliases may repeat in one document.
+pub(crate) const ALIAS_BYTES: usize = 4 << 20;
+
 /// Parses the first document of `text`; `None` when the stream has none
 /// (an empty file, or only comments).
 pub(crate) fn parse(text: &str) -> Result<Option<Node>, SyntaxError> {
     let mut builder = Builder {
         parser: Parser::new_from_str(text),
         anchors: HashMap::new(),
+        depth: 0,
+        repeated: Size::default(),
     };
     loop {
         match builder.next()? {
@@ -129,13 +152,31 @@ pub(crate) fn parse(text: &str) -> Result<Option<Node>, SyntaxError> {
     }
     match builder.next()? {
         Some((Event::DocumentEnd, _)) | None => Ok(None),
-        Some((event, line)) => builder.node(event, line).map(Some),
+        Some((event, line)) => builder.node(event, line).map(|(node, _)| Some(node)),
+    }
+}
+
+/// The nodes and scalar bytes of a subtree: what repeating it costs.
+#[derive(Debug, Clone, Copy, Default)]
+struct Size {
+    nodes: usize,
+    bytes: usize,
+}
+
+impl Size {
+    fn add(&mut self, other: Size) {
+        self.nodes = self.nodes.saturating_add(other.nodes);
+        self.bytes = self.bytes.saturating_add(other.bytes);
     }
 }
 
 struct Builder<'a> {
     parser: Parser<'a, saphyr_parser::StrInput<'a>>,
-    anchors: HashMap<usize, Node>,
+    anchors: HashMap<usize, (Node, Size)>,
+    /// Collections open around the node being read.
+    depth: usize,
+    /// What aliases have repeated so far.
+    repeated: Size,
 }
 
 impl<'a> Builder<'a> {
@@ -157,50 +198,89 @@ impl<'a> Builder<'a> {
         })
     }
 
-    fn node(&mut self, event: Event<'a>, line: usize) -> Result<Node, SyntaxError> {
-        let (node, anchor) = match event {
+    /// One more level of nesting at `line`, or the error that it is one
+    /// too many.
+    fn enter(&mut self, line: usize) -> Result<(), SyntaxError> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(SyntaxError {
+                line,
+                message: format!("collections nested more than {MAX_DEPTH} deep"),
+            });
+        }
+        Ok(())
+    }
+
+    fn node(&mut self, event: Event<'a>, line: usize) -> Result<(Node, Size), SyntaxError> {
+        let (node, size, anchor) = match event {
             Event::Scalar(text, style, anchor, tag) => {
                 let value = resolve(&text, style, tag.as_deref())
                     .map_err(|message| SyntaxError { line, message })?;
+                let size = Size {
+                    nodes: 1,
+                    bytes: text.len(),
+                };
                 let kind = Kind::Scalar {
                     text: text.into_owned(),
                     value,
                 };
-                (Node { line, kind }, anchor)
+                (Node { line, kind }, size, anchor)
             }
             Event::SequenceStart(anchor, _) => {
+                self.enter(line)?;
                 let mut items = Vec::new();
+                let mut size = Size { nodes: 1, bytes: 0 };
                 loop {
                     match self.expect()? {
                         (Event::SequenceEnd, _) => break,
-                        (event, line) => items.push(self.node(event, line)?),
+                        (event, line) => {
+                            let (item, item_size) = self.node(event, line)?;
+                            size.add(item_size);
+                            items.push(item);
+                        }
                     }
                 }
+                self.depth -= 1;
                 let kind = Kind::Seq(items);
-                (Node { line, kind }, anchor)
+                (Node { line, kind }, size, anchor)
             }
             Event::MappingStart(anchor, _) => {
+                self.enter(line)?;
                 let mut entries = Vec::new();
+                let mut size = Size { nodes: 1, bytes: 0 };
                 loop {
                     match self.expect()? {
                         (Event::MappingEnd, _) => break,
                         (event, line) => {
-                            let key = self.node(event, line)?;
+                            let (key, key_size) = self.node(event, line)?;
                             let (event, line) = self.expect()?;
-                            let value = self.node(event, line)?;
+                            let (value, value_size) = self.node(event, line)?;
+                            size.add(key_size);
+                            size.add(value_size);
                             entries.push((key, value));
                         }
                     }
                 }
+                self.depth -= 1;
                 let kind = Kind::Map(merge_and_dedup(entries)?);
-                (Node { line, kind }, anchor)
+                (Node { line, kind }, size, anchor)
             }
             Event::Alias(id) => {
-                let node = self.anchors.get(&id).cloned().ok_or_else(|| SyntaxError {
+                let (node, size) = self.anchors.get(&id).ok_or_else(|| SyntaxError {
                     line,
                     message: "unknown anchor".to_string(),
                 })?;
-                return Ok(node);
+                let size = *size;
+                self.repeated.add(size);
+                if self.repeated.nodes > ALIAS_NODES || self.repeated.bytes > ALIAS_BYTES {
+                    return Err(SyntaxError {
+                        line,
+                        message: format!(
+                            "aliases repeat more than {ALIAS_NODES} nodes or {ALIAS_BYTES} bytes of text in all (nested aliases?)"
+                        ),
+                    });
+                }
+                return Ok((node.clone(), size));
             }
             other => {
                 return Err(SyntaxError {
@@ -210,16 +290,18 @@ impl<'a> Builder<'a> {
             }
         };
         if anchor != 0 {
-            self.anchors.insert(anchor, node.clone());
+            self.anchors.insert(anchor, (node.clone(), size));
         }
-        Ok(node)
+        Ok((node, size))
     }
 }
 
 /// Expands `<<` merges where they stand (a list of maps merges its first
-/// map last, so the first wins) and keeps each key's last value.
+/// map last, so the first wins), and keeps each key's last value; a key
+/// written twice in the map itself is an error.
 fn merge_and_dedup(entries: Vec<(Node, Node)>) -> Result<Vec<(Node, Node)>, SyntaxError> {
-    let mut flat: Vec<(Node, Node)> = Vec::with_capacity(entries.len());
+    // (key, value, written in this map rather than merged)
+    let mut flat: Vec<(Node, Node, bool)> = Vec::with_capacity(entries.len());
     for (key, value) in entries {
         let is_merge = matches!(
             &key.kind,
@@ -229,54 +311,87 @@ fn merge_and_dedup(entries: Vec<(Node, Node)>) -> Result<Vec<(Node, Node)>, Synt
             }
         );
         if !is_merge {
-            flat.push((key, value));
+            flat.push((key, value, true));
             continue;
         }
-        let bad = || SyntaxError {
+        let bad = SyntaxError {
             line: value.line,
             message: "map merge requires map or sequence of maps as the value".to_string(),
         };
-        match &value.kind {
-            Kind::Map(merged) => flat.extend(merged.iter().cloned()),
+        match value.kind {
+            Kind::Map(merged) => flat.extend(merged.into_iter().map(|(k, v)| (k, v, false))),
             Kind::Seq(maps) => {
-                for map in maps.iter().rev() {
-                    match &map.kind {
-                        Kind::Map(merged) => flat.extend(merged.iter().cloned()),
-                        _ => return Err(bad()),
+                for map in maps.into_iter().rev() {
+                    match map.kind {
+                        Kind::Map(merged) => {
+                            flat.extend(merged.into_iter().map(|(k, v)| (k, v, false)));
+                        }
+                        _ => return Err(bad),
                     }
                 }
             }
-            _ => return Err(bad()),
+            _ => return Err(bad),
         }
     }
     let mut out: Vec<(Node, Node)> = Vec::with_capacity(flat.len());
-    for (key, value) in flat {
-        match out.iter_mut().find(|(k, _)| same_key(k, &key)) {
-            Some(slot) => slot.1 = value,
-            None => out.push((key, value)),
+    // Each key's slot in `out`, and whether it was written in this map.
+    let mut slots: HashMap<KeyId, (usize, bool)> = HashMap::with_capacity(flat.len());
+    for (key, value, written) in flat {
+        let Some(id) = key_id(&key) else {
+            out.push((key, value));
+            continue;
+        };
+        match slots.get_mut(&id) {
+            Some((slot, was_written)) => {
+                if written && *was_written {
+                    return Err(SyntaxError {
+                        line: key.line,
+                        message: format!(
+                            "key {} is given twice in one map (first at line {})",
+                            excerpt(&key.display()),
+                            out[*slot].0.line
+                        ),
+                    });
+                }
+                out[*slot].1 = value;
+                *was_written |= written;
+            }
+            None => {
+                slots.insert(id, (out.len(), written));
+                out.push((key, value));
+            }
         }
     }
     Ok(out)
 }
 
-/// Two keys are one map key when they decode to the same Go value.
-fn same_key(a: &Node, b: &Node) -> bool {
-    match (&a.kind, &b.kind) {
-        (
-            Kind::Scalar {
-                text: ta,
-                value: va,
-            },
-            Kind::Scalar {
-                text: tb,
-                value: vb,
-            },
-        ) => match (va, vb) {
-            (Value::Str, Value::Str) | (Value::Float, Value::Float) => ta == tb,
-            (va, vb) => va == vb,
-        },
-        _ => false,
-    }
+/// What makes two scalar keys one map key: they decode to the same Go
+/// value (strings and floats by their text). Collections as keys are
+/// never equal (`None`).
+#[derive(Debug, PartialEq, Eq, Hash)]
+enum KeyId {
+    Str(String),
+    Float(String),
+    Null,
+    Bool(bool),
+    Int(i64),
+    BigInt(u64),
+    Merge,
+}
+
+fn key_id(key: &Node) -> Option<KeyId> {
+    let Kind::Scalar { text, value } = &key.kind else {
+        return None;
+    };
+    Some(match value {
+        Value::Str => KeyId::Str(text.clone()),
+        Value::Float => KeyId::Float(text.clone()),
+        Value::Null => KeyId::Null,
+        Value::Bool(b) => KeyId::Bool(*b),
+        Value::Int(i) => KeyId::Int(*i),
+        Value::BigInt(u) => KeyId::BigInt(*u),
+        Value::Merge => KeyId::Merge,
+    })
 }
 
 const CORE: &str = "tag:yaml.org,2002:";
@@ -503,11 +618,11 @@ mod tests {
     }
 
     #[test]
-    fn aliases_merges_and_repeated_keys() {
+    fn aliases_and_merges() {
         let doc = parse(
             "base: &b {unit: minute, requests_per_unit: 5}\n\
              rl:\n  <<: *b\n  requests_per_unit: 7\n\
-             x: 1\nx: 2\n",
+             x: 1\n",
         )
         .unwrap()
         .unwrap();
@@ -520,7 +635,71 @@ mod tests {
         };
         let rl: Vec<_> = rl.iter().map(|(k, v)| (scalar(k).0, scalar(v).0)).collect();
         assert_eq!(rl, [("unit", "minute"), ("requests_per_unit", "7")]);
-        assert_eq!(scalar(&entries[2].1).0, "2");
+        // two merged maps may share a key: the first listed wins
+        let doc = parse("a: &a {k: 1}\nb: &b {k: 2}\nc: {<<: [*a, *b]}\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(doc.display(), "map[a:map[k:1] b:map[k:2] c:map[k:1]]");
+    }
+
+    #[test]
+    fn a_key_written_twice_is_an_error() {
+        // yaml.v2 keeps the last: 10 a minute became 10 a second
+        let err = parse("rate_limit:\n  unit: minute\n  requests_per_unit: 10\n  unit: second\n")
+            .unwrap_err();
+        assert_eq!(err.line, 4);
+        assert_eq!(
+            err.message,
+            "key unit is given twice in one map (first at line 2)"
+        );
+        // keys that decode to one value are one key
+        let err = parse("{1: a, 0x1: b}").unwrap_err();
+        assert!(err.message.contains("given twice"), "{err:?}");
+        assert!(parse("{'1': a, 1: b}").is_ok());
+    }
+
+    #[test]
+    fn nested_aliases_stop_at_the_budget() {
+        // the "billion laughs": nine levels of nine aliases, 508 bytes
+        let mut text = String::from("a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");
+        for (prev, name) in "abcdefgh".chars().zip("bcdefghi".chars()) {
+            let refs = vec![format!("*{prev}"); 9].join(", ");
+            text.push_str(&format!("{name}: &{name} [{refs}]\n"));
+        }
+        assert!(text.len() < 600, "{}", text.len());
+        let err = parse(&text).unwrap_err();
+        assert!(err.message.contains("aliases repeat more than"), "{err:?}");
+        assert!((6..=9).contains(&err.line), "{err:?}");
+        // one long scalar repeated: the text budget
+        let long = "x".repeat(1 << 20);
+        let err = parse(&format!("a: &a {long}\nb: [*a, *a, *a, *a, *a]\n")).unwrap_err();
+        assert!(err.message.contains("bytes of text"), "{err:?}");
+        // what configs do with aliases is well within it
+        let refs = vec!["*a"; 1_000].join(", ");
+        assert!(parse(&format!("a: &a {{k: v, l: w}}\nb: [{refs}]\n")).is_ok());
+    }
+
+    #[test]
+    fn nesting_is_limited_in_every_style() {
+        // ERL descriptors 100 deep: 200 levels of block style
+        let mut block = String::from("domain: d\n");
+        for depth in 0..100 {
+            let pad = "    ".repeat(depth);
+            block.push_str(&format!("{pad}descriptors:\n{pad}  - key: k{depth}\n"));
+        }
+        let err = parse(&block).unwrap_err();
+        assert_eq!(err.message, "collections nested more than 128 deep");
+        assert_eq!(err.line, 129, "{err:?}");
+        // 20,000 block sequences in one line used to overflow the stack
+        // (the process aborted)
+        let err = parse(&format!("{}x\n", "- ".repeat(20_000))).unwrap_err();
+        assert_eq!(err.message, "collections nested more than 128 deep");
+        let flow = format!("{}{}", "[".repeat(6_000), "]".repeat(6_000));
+        assert!(parse(&flow).is_err());
+        let ok = format!("{}{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
+        assert!(parse(&ok).is_ok());
+        let over = format!("{}{}", "[".repeat(MAX_DEPTH + 1), "]".repeat(MAX_DEPTH + 1));
+        assert!(parse(&over).is_err());
     }
 
     #[test]

@@ -269,16 +269,10 @@ async fn serve(
     grpc: Option<SocketAddr>,
     overrides: Overrides,
 ) -> i32 {
-    // TLS files are checked before anything starts.
-    let grpc_builder = match config.server.grpc_tls() {
-        Ok(None) => tonic::transport::Server::builder(),
-        Ok(Some(tls)) => match tls.apply(tonic::transport::Server::builder()) {
-            Ok(builder) => builder,
-            Err(e) => {
-                eprintln!("error: gRPC TLS: {e}");
-                return 2;
-            }
-        },
+    // TLS files are checked before anything starts, as `validate` checks
+    // them.
+    let grpc_builder = match crate::validate::grpc_server(&config) {
+        Ok(builder) => builder,
         Err(e) => {
             eprintln!("error: {e}");
             return 2;

@@ -119,8 +119,12 @@ fn simulate(args: &SimulateArgs) -> Result<(), Failure> {
         plot::ImageFormat::of(path).map_err(Failure::Input)?;
     }
     let trace_name = args.trace.display().to_string();
-    let text = std::fs::read_to_string(&args.trace)
-        .map_err(|e| Failure::Input(format!("{trace_name}: cannot read the file: {e}")))?;
+    let text = config::read_text(&args.trace, trace::MAX_TRACE_BYTES, "traces").map_err(|e| {
+        Failure::Input(match e.line {
+            0 => format!("{trace_name}: {}", e.message),
+            line => format!("{trace_name}:{line}: {}", e.message),
+        })
+    })?;
     let format = args
         .format
         .unwrap_or_else(|| Format::detect(&trace_name, &text));

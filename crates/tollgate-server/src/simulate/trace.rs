@@ -8,8 +8,10 @@ use std::sync::Arc;
 
 use indicatif::ProgressBar;
 
+use tollgate::MAX_KEY_LEN;
+
 use super::access_log::{self, KeySpec, LogFormat, TimeCache};
-use crate::config::PolicySet;
+use crate::config::{PolicySet, clip_message, excerpt};
 
 /// The file formats `--trace` reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -31,7 +33,7 @@ impl Format {
         if file.ends_with(".csv") {
             return Format::Csv;
         }
-        match text.lines().find(|l| !l.trim().is_empty()) {
+        match without_bom(text).lines().find(|l| !l.trim().is_empty()) {
             Some(l) if l.trim().starts_with('{') => Format::Json,
             Some(l) if l.trim() == CSV_HEADER => Format::Csv,
             _ => Format::Combined,
@@ -40,6 +42,17 @@ impl Format {
 }
 
 const CSV_HEADER: &str = "t_ms,policy,key,cost";
+
+/// The largest trace read (the requests are held in memory).
+pub(crate) const MAX_TRACE_BYTES: u64 = 1 << 30;
+
+/// The largest time a CSV trace may give: its microseconds fit 64 bits.
+const MAX_T_MS: u64 = u64::MAX / 1_000;
+
+/// `text` without the byte-order mark some editors put at its start.
+fn without_bom(text: &str) -> &str {
+    text.strip_prefix('\u{feff}').unwrap_or(text)
+}
 
 /// One request under one policy.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,13 +108,14 @@ pub(crate) fn read(
         ..Trace::default()
     };
     let mut keys = Interner::default();
-    let mut lines = text.lines().enumerate();
+    let mut lines = without_bom(text).lines().enumerate();
     if route.is_none() {
         match lines.next() {
             Some((_, header)) if header.trim() == CSV_HEADER => {}
             Some((_, header)) => {
                 return Err(format!(
-                    "{file}:1: the header must be `{CSV_HEADER}`, got `{header}`"
+                    "{file}:1: the header must be `{CSV_HEADER}`, got `{}`",
+                    excerpt(&header.escape_debug().to_string())
                 ));
             }
             None => {
@@ -141,7 +155,13 @@ pub(crate) fn read(
                 route.time_field.as_deref(),
                 &mut times,
             )
-            .map(|(t_us, key)| {
+            .and_then(|(t_us, key)| {
+                if key.len() > MAX_KEY_LEN {
+                    return Err(format!(
+                        "the key is {} bytes long; the maximum is {MAX_KEY_LEN}",
+                        key.len()
+                    ));
+                }
                 if t_us < last {
                     trace.out_of_order += 1;
                 }
@@ -155,10 +175,11 @@ pub(crate) fn read(
                         cost: 1,
                     });
                 }
+                Ok(())
             }),
         };
         if let Err(message) = parsed {
-            let message = format!("{file}:{n}: {message}");
+            let message = format!("{file}:{n}: {}", clip_message(&message));
             if !skip_bad {
                 return Err(message);
             }
@@ -177,26 +198,35 @@ pub(crate) fn read(
 
 /// One line of a CSV trace: time (µs), policy index, key, cost. Time may
 /// not go back: a CSV trace is written by hand or by a script, so a line
-/// out of order is a mistake.
+/// out of order is a mistake. Numbers are digits only (no sign, no
+/// spaces); the policy and key are trimmed.
 fn csv_line<'a>(
     line: &'a str,
     last: u64,
     policies: &PolicySet,
 ) -> Result<(u64, usize, &'a str, u64), String> {
-    let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+    let line = line.strip_suffix('\r').unwrap_or(line);
+    let fields: Vec<&str> = line.split(',').collect();
     let [t, policy, key, cost] = fields[..] else {
         return Err(format!(
-            "expected 4 fields `{CSV_HEADER}`, got {} in `{line}`",
-            fields.len()
+            "expected 4 fields `{CSV_HEADER}`, got {} in `{}`",
+            fields.len(),
+            excerpt(line)
         ));
     };
-    let t_us = t
-        .parse::<u64>()
-        .ok()
-        .and_then(|ms| ms.checked_mul(1_000))
-        .ok_or_else(|| {
-            format!("field `t_ms` must be a non-negative integer of milliseconds, got `{t}`")
-        })?;
+    let (policy, key) = (policy.trim(), key.trim());
+    let t_ms = number(t).ok_or_else(|| {
+        format!(
+            "field `t_ms` must be a non-negative integer of milliseconds (digits only), got `{}`",
+            excerpt(t)
+        )
+    })?;
+    if t_ms > MAX_T_MS {
+        return Err(format!(
+            "field `t_ms` must be at most {MAX_T_MS} (its microseconds fit 64 bits), got {t_ms}"
+        ));
+    }
+    let t_us = t_ms * 1_000;
     if t_us < last {
         return Err(format!(
             "field `t_ms`: time goes backwards: {t} is before the previous line's {}",
@@ -204,15 +234,36 @@ fn csv_line<'a>(
         ));
     }
     let Some(index) = policies.policies.iter().position(|p| p.name() == policy) else {
-        return Err(format!("field `policy`: unknown policy `{policy}`"));
+        return Err(format!(
+            "field `policy`: unknown policy `{}`",
+            excerpt(policy)
+        ));
     };
     if key.is_empty() {
         return Err("field `key` is empty".to_string());
     }
-    let cost: u64 = cost
-        .parse()
-        .map_err(|_| format!("field `cost` must be a non-negative integer, got `{cost}`"))?;
+    if key.len() > MAX_KEY_LEN {
+        return Err(format!(
+            "field `key` is {} bytes long; the maximum is {MAX_KEY_LEN}",
+            key.len()
+        ));
+    }
+    let cost = number(cost).ok_or_else(|| {
+        format!(
+            "field `cost` must be a non-negative integer (digits only), got `{}`",
+            excerpt(cost)
+        )
+    })?;
     Ok((t_us, index, key, cost))
+}
+
+/// A number written as digits only (`u64::from_str` also takes `+3`);
+/// `None` when it is not one or does not fit 64 bits.
+fn number(field: &str) -> Option<u64> {
+    if field.is_empty() || !field.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    field.parse().ok()
 }
 
 /// One shared copy of each key: a log repeats its clients on many lines.

@@ -168,12 +168,11 @@ fn every_error_is_reported() {
 
 #[test]
 fn erl_quirks_are_accepted() {
-    // a known key in the wrong place is ignored; scalars are raw text;
-    // duplicate map keys keep the last value
+    // a known key in the wrong place is ignored; scalars are raw text
     let c = parse(
         &[(
             "f.yaml".to_string(),
-            format!("{HEAD}  - key: 123\n    value: 8080\n    rate_limit: {{unit: second, requests_per_unit: 3, shadow_mode: true}}\n    rate_limit: {{unit: second, requests_per_unit: 4}}\n"),
+            format!("{HEAD}  - key: 123\n    value: 8080\n    rate_limit: {{unit: second, requests_per_unit: 4}}\n"),
         )],
         None,
     )
@@ -186,6 +185,24 @@ fn erl_quirks_are_accepted() {
             requests_per_unit: 4,
             unit: crate::erl::Unit::Second
         }
+    );
+}
+
+#[test]
+fn a_key_given_twice_is_refused() {
+    // ERL (yaml.v2) keeps the last value: `unit: second` after `unit:
+    // minute` made 10 a minute into 10 a second
+    assert_eq!(
+        one_error(&format!(
+            "{HEAD}  - key: k\n    rate_limit:\n      unit: minute\n      requests_per_unit: 10\n      unit: second\n"
+        )),
+        "f.yaml:7: error loading config file: yaml: key unit is given twice in one map (first at line 5)"
+    );
+    assert_eq!(
+        one_error(&format!(
+            "{HEAD}  - key: k\n    rate_limit: {{unit: second, requests_per_unit: 3}}\n    rate_limit: {{unit: second, requests_per_unit: 4}}\n"
+        )),
+        "f.yaml:5: error loading config file: yaml: key rate_limit is given twice in one map (first at line 4)"
     );
 }
 
