@@ -12,6 +12,8 @@ mod decide;
 mod descriptor;
 mod erl;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 mod grpc;
 mod grpc_decode;
 mod grpc_tls;

@@ -540,6 +540,134 @@ fn sighup_reloads_and_a_bad_config_keeps_the_old_one() {
     );
 }
 
+/// `/v1/stats`'s `reload`, once `done` says it has the reload awaited.
+fn await_reload(s: &Service, done: impl Fn(&Value) -> bool) -> Value {
+    let t = Instant::now();
+    loop {
+        let stats: Value =
+            serde_json::from_str(&s.request("GET", "/v1/stats", "", &[]).body).unwrap();
+        if done(&stats["reload"]) {
+            return stats["reload"].clone();
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "no such reload: {stats}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Once the service's watcher has seen the file: a change is applied (a
+/// write before the watcher started goes unnoticed, so it is repeated).
+fn watched(s: &Service) {
+    let t = Instant::now();
+    for n in 1.. {
+        std::fs::write(&s.config, format!("{CONFIG}{}", "\n".repeat(n))).unwrap();
+        let tried = Instant::now();
+        while tried.elapsed() < Duration::from_secs(3) {
+            let stats: Value =
+                serde_json::from_str(&s.request("GET", "/v1/stats", "", &[]).body).unwrap();
+            if stats["reload"]["ok"] == true {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the file is not watched"
+        );
+    }
+}
+
+/// An emptied file (a truncated save, `cat > file`) and one left with no
+/// policies are refused like invalid ones: the policies stay, and
+/// `/v1/stats` shows the refusal and counts it.
+#[test]
+fn a_reload_that_would_drop_every_policy_is_refused() {
+    let s = Service::start(CONFIG, &[]);
+    let books = || {
+        s.post(
+            "/v1/check",
+            json!({"policy": "books", "key": "k", "cost": 0}),
+        )
+        .status
+    };
+    watched(&s);
+    std::fs::write(&s.config, "").unwrap();
+    let reload = await_reload(&s, |r| r["refused"] == 1);
+    assert_eq!(reload["ok"], false);
+    assert!(
+        reload["message"]
+            .as_str()
+            .unwrap()
+            .contains("the file is empty"),
+        "{reload}"
+    );
+    assert_eq!(books(), 200, "the policies stay");
+    std::fs::write(
+        &s.config,
+        "# nothing left
+[store]
+",
+    )
+    .unwrap();
+    let reload = await_reload(&s, |r| r["refused"] == 2);
+    assert!(
+        reload["message"]
+            .as_str()
+            .unwrap()
+            .contains("defines no policies where 3 are in force"),
+        "{reload}"
+    );
+    assert_eq!(books(), 200, "the policies stay");
+    std::fs::write(&s.config, CONFIG.replace("\"books\"", "\"novels\"")).unwrap();
+    let reload = await_reload(&s, |r| r["ok"] == true);
+    assert_eq!(reload["refused"], 2);
+    assert_eq!(books(), 404, "the new file is in force");
+}
+
+/// A file written in pieces is applied once whole: no prefix of it that
+/// happens to parse is put in force while the writer is still writing.
+#[test]
+fn a_file_still_being_written_is_not_applied() {
+    let s = Service::start(CONFIG, &[]);
+    watched(&s);
+    let policy = |i: usize| {
+        format!(
+            "[[policy]]\nname = \"p{i}\"\nalgorithm = \"fixed_window\"\nlimit = 1\nwindow = \"1m\"\n\n"
+        )
+    };
+    let count = 60;
+    let writer = {
+        let path = s.config.clone();
+        std::thread::spawn(move || {
+            let mut file = std::fs::File::create(&path).unwrap();
+            for i in 0..count {
+                // a whole policy at a time: every prefix is a valid file
+                file.write_all(policy(i).as_bytes()).unwrap();
+                file.flush().unwrap();
+                std::thread::sleep(Duration::from_millis(40));
+            }
+        })
+    };
+    let whole = (0..count)
+        .map(|i| format!("p{i}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let reload = await_reload(&s, |r| {
+        if let Some(message) = r["message"].as_str().filter(|m| !m.ends_with("reports")) {
+            assert!(
+                message.ends_with(&whole),
+                "a partial file was applied or refused: {message}"
+            );
+            return true;
+        }
+        false
+    });
+    assert_eq!(reload["ok"], true);
+    writer.join().unwrap();
+}
+
 #[test]
 fn sigterm_finishes_and_exits_0() {
     let mut s = Service::start(CONFIG, &[]);

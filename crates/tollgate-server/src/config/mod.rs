@@ -15,6 +15,7 @@ mod overrides;
 mod policy;
 mod regions;
 mod server;
+mod settle;
 mod store;
 
 use std::fmt;
@@ -26,7 +27,9 @@ use tollgate::Policy;
 use tollgate::store::resilient::OnFailure;
 use toml::Spanned;
 
-pub(crate) use self::bounded::{MAX_CONFIG_BYTES, clip_message, excerpt, read_text};
+pub(crate) use self::bounded::{
+    MAX_CONFIG_BYTES, ReadError, clip_message, excerpt, read_text, text,
+};
 use self::descriptor::RawDescriptor;
 pub(crate) use self::erl::{ErlSettings, HeaderStyle};
 use self::erl::{RawErl, erl_settings};
@@ -37,6 +40,7 @@ pub(crate) use self::regions::RegionSettings;
 use self::regions::{RawRegions, region_settings};
 pub(crate) use self::server::{ConnectionLimits, ServerSettings};
 use self::server::{RawServer, server_settings};
+pub(crate) use self::settle::{SETTLE, settled};
 pub(crate) use self::store::StoreSettings;
 use self::store::{RawStore, store_settings};
 use crate::descriptor::Descriptor;

@@ -26,6 +26,14 @@ pub(crate) fn load(
     ignore_dotfiles: bool,
     policies: Option<PolicyLookup<'_>>,
 ) -> Result<ErlConfig, Vec<ConfigError>> {
+    parse(&read(path, ignore_dotfiles)?, policies)
+}
+
+/// The `(file name, contents)` of the files a path stands for, in order.
+pub(crate) fn read(
+    path: &Path,
+    ignore_dotfiles: bool,
+) -> Result<Vec<(String, String)>, Vec<ConfigError>> {
     let mut texts = Vec::new();
     let mut errors = Vec::new();
     for file in find(path, ignore_dotfiles).map_err(|e| vec![e])? {
@@ -38,7 +46,7 @@ pub(crate) fn load(
     if !errors.is_empty() {
         return Err(errors);
     }
-    parse(&texts, policies)
+    Ok(texts)
 }
 
 /// Builds a config from `(file name, contents)` pairs, in order.

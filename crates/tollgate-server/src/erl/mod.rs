@@ -48,6 +48,7 @@ mod tests;
 #[cfg(test)]
 pub(crate) use config::Limit;
 pub(crate) use config::{ErlConfig, PolicyLookup};
-pub(crate) use files::load;
+pub(crate) use files::{load, parse as parse_files};
 #[cfg(test)]
 pub(crate) use window::Unit;
+pub(crate) use xds::{TYPE_URL as XDS_TYPE_URL, from_resources as from_xds_resources};

@@ -139,6 +139,7 @@ pub(crate) const ALIAS_BYTES: usize = 4 << 20;
 pub(crate) fn parse(text: &str) -> Result<Option<Node>, SyntaxError> {
     let mut builder = Builder {
         parser: Parser::new_from_str(text),
+        lines: text.bytes().filter(|&b| b == b'\n').count() + 1,
         anchors: HashMap::new(),
         depth: 0,
         repeated: Size::default(),
@@ -172,6 +173,9 @@ impl Size {
 
 struct Builder<'a> {
     parser: Parser<'a, saphyr_parser::StrInput<'a>>,
+    /// The text's lines: the parser may place an error at the end of the
+    /// input a line past them.
+    lines: usize,
     anchors: HashMap<usize, (Node, Size)>,
     /// Collections open around the node being read.
     depth: usize,
@@ -185,7 +189,7 @@ impl<'a> Builder<'a> {
             None => Ok(None),
             Some(Ok((event, span))) => Ok(Some((event, span.start.line()))),
             Some(Err(e)) => Err(SyntaxError {
-                line: e.marker().line(),
+                line: e.marker().line().min(self.lines),
                 message: e.info().to_string(),
             }),
         }

@@ -19,7 +19,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use crate::config::{self, PolicySet};
 use access_log::{KeySpec, LogFormat};
 use report::{Bins, Outcome, Tally};
-use trace::{Format, LogRoute, Request, Trace};
+pub(crate) use trace::Format;
+use trace::{LogRoute, Request, Trace};
 
 /// Replays a trace of requests against the policies of a file, on a virtual
 /// clock, and prints every decision as CSV (or a summary, the keys denied
@@ -216,6 +217,38 @@ fn simulate(args: &SimulateArgs) -> Result<(), Failure> {
         plot::draw(path, &drawing).map_err(Failure::Run)?;
     }
     Ok(())
+}
+
+/// Reads `text` as a trace of `format` (a log's lines keyed by `key`, a
+/// `--key` value) and replays it on the memory store against `policies`:
+/// what `simulate` does with a file, for the fuzz targets and property
+/// tests. The number of decisions made, or the first bad line's error.
+pub(crate) fn replay_text(
+    text: &str,
+    format: Format,
+    key: &str,
+    policies: &PolicySet,
+) -> Result<usize, String> {
+    let route = match format {
+        Format::Csv => None,
+        Format::Combined | Format::Json => Some(LogRoute {
+            format: if format == Format::Json {
+                LogFormat::Json
+            } else {
+                LogFormat::Combined
+            },
+            key: key.parse()?,
+            policies: (0..policies.policies.len()).collect(),
+            time_field: None,
+        }),
+    };
+    let hidden = ProgressBar::hidden();
+    let trace = trace::read("trace", text, route.as_ref(), policies, false, &hidden)?;
+    let mut decisions = 0;
+    replay::memory(&policies.policies, &trace.requests, &hidden, |_, _| {
+        decisions += 1;
+    });
+    Ok(decisions)
 }
 
 /// For a log, which policies its lines go to and what their key is; a CSV

@@ -26,6 +26,8 @@ struct Reload {
     at: SystemTime,
     ok: bool,
     message: String,
+    /// Reloads refused since the service started.
+    refused: u64,
 }
 
 /// What the status page reports beyond the policies and the store.
@@ -50,10 +52,13 @@ impl Default for Status {
 impl Status {
     /// Notes a config reload: applied (`ok`) or refused, and why.
     pub(crate) fn reloaded(&self, ok: bool, message: String) {
-        *self.reload.lock().expect("reload lock") = Some(Reload {
+        let mut last = self.reload.lock().expect("reload lock");
+        let refused = last.as_ref().map_or(0, |r| r.refused) + u64::from(!ok);
+        *last = Some(Reload {
             at: SystemTime::now(),
             ok,
             message,
+            refused,
         });
     }
 }
@@ -144,6 +149,7 @@ pub(crate) async fn stats(State(state): State<Arc<AppState>>) -> Response {
         at_unix_ms: unix_ms(r.at),
         ok: r.ok,
         message: r.message,
+        refused: r.refused,
     });
     Json(StatsBody {
         version: env!("CARGO_PKG_VERSION"),
@@ -194,6 +200,8 @@ pub(crate) struct ReloadStatus {
     at_unix_ms: u64,
     ok: bool,
     message: String,
+    /// How many reloads were refused since the service started.
+    refused: u64,
 }
 
 /// A policy in force with its decisions per second, oldest first.

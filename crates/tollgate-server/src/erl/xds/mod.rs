@@ -15,4 +15,6 @@ mod settings;
 mod tests;
 
 pub(crate) use client::run;
+pub(crate) use convert::config as from_resources;
+pub(crate) use proto::TYPE_URL;
 pub(crate) use settings::{XdsSettings, read};
