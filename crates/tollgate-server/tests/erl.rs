@@ -348,6 +348,46 @@ async fn reloads_on_change_and_keeps_the_running_config_when_the_new_one_is_bad(
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Reloads that would harm the running service are refused, logged at
+/// WARN, and the running config stays: every file deleted, and a "billion
+/// laughs" dropped over the watched config (it used to take the process's
+/// memory and kill it).
+#[tokio::test]
+async fn a_reload_that_drops_every_limit_or_explodes_is_refused() {
+    let dir = temp_dir();
+    std::fs::write(dir.join("edge.yaml"), CONFIG).unwrap();
+    let svc = Service::start(&dir, &[]);
+    let mut client = svc.client().await;
+    let remaining = async |client: &mut RateLimitServiceClient<tonic::transport::Channel>| {
+        ask(client, request("edge", &[("remote_address", "a")]))
+            .await
+            .unwrap()
+            .statuses[0]
+            .limit_remaining
+    };
+    assert_eq!(remaining(&mut client).await, 2);
+
+    let mut laughs = String::from("a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");
+    for (prev, name) in "abcdefgh".chars().zip("bcdefghi".chars()) {
+        let refs = vec![format!("*{prev}"); 9].join(", ");
+        laughs.push_str(&format!("{name}: &{name} [{refs}]\n"));
+    }
+    std::fs::write(dir.join("edge.yaml"), &laughs).unwrap();
+    svc.wait_for_log("aliases repeat more than 100000 nodes");
+    assert_eq!(remaining(&mut client).await, 1, "the running config stays");
+
+    std::fs::remove_file(dir.join("edge.yaml")).unwrap();
+    svc.wait_for_log("no domain is defined where 1 are in force");
+    let log = svc.stderr.lock().unwrap().clone();
+    let line = log
+        .lines()
+        .find(|l| l.contains("no domain is defined"))
+        .unwrap();
+    assert!(line.contains("WARN"), "{line}");
+    assert_eq!(remaining(&mut client).await, 0, "the running config stays");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn a_bad_config_or_environment_refuses_to_start() {
     let dir = temp_dir();
