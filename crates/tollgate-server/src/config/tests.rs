@@ -460,7 +460,7 @@ fn unreadable_files_name_the_cap_and_the_line() {
     let e = Config::load(Path::new("/dev/zero")).unwrap_err();
     assert_eq!(
         e[0].to_string(),
-        "/dev/zero:0: the file is larger than 16 MiB, the cap on config files"
+        "/dev/zero: the file is larger than 16 MiB, the cap on config files"
     );
     let path = std::env::temp_dir().join(format!("tollgate-utf8-{}.toml", std::process::id()));
     std::fs::write(&path, b"[erl]\nextensions = true\n# caf\xe9\n").unwrap();

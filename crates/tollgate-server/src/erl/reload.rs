@@ -51,8 +51,14 @@ impl Source {
     /// Both files read again: the TOML's text, then the ERL files'.
     fn read(&self) -> Texts {
         let toml = self.policies.as_ref().map(|path| {
-            config::read_text(path, config::MAX_CONFIG_BYTES, "config files")
-                .map_err(|e| format!("{}:{}: {}", path.display(), e.line, e.message))
+            config::read_text(path, config::MAX_CONFIG_BYTES, "config files").map_err(|e| {
+                let at = config::ConfigError {
+                    file: path.display().to_string(),
+                    line: e.line,
+                    message: e.message,
+                };
+                at.to_string()
+            })
         });
         (toml, files::read(&self.path, self.ignore_dotfiles))
     }

@@ -92,7 +92,14 @@ fn checked(
     text: Result<String, config::ReadError>,
     in_force: usize,
 ) -> Result<Config, Vec<String>> {
-    let text = text.map_err(|e| vec![format!("{file}:{}: {}", e.line, e.message)])?;
+    let text = text.map_err(|e| {
+        let at = config::ConfigError {
+            file: file.to_string(),
+            line: e.line,
+            message: e.message,
+        };
+        vec![at.to_string()]
+    })?;
     if text.trim().is_empty() {
         return Err(vec![format!(
             "{file}: the file is empty (a truncated save?); a reload never removes every policy"
