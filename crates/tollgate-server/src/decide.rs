@@ -91,14 +91,25 @@ fn count_overridden(policy: &Policy, d: &Decision) {
 
 impl AppState {
     /// Counts decisions for the status page and in the metrics, each with
-    /// whether an override made it.
+    /// whether an override made it. A policy of the set in force, decided
+    /// without an override, counts through its meters, resolved once per
+    /// set (`meters.rs`); any other (a gRPC limit override, a policy of a
+    /// set just replaced, a decision under an override) by name.
     fn record<'p>(&self, decided: impl IntoIterator<Item = (&'p Policy, &'p Decision, bool)>) {
+        let set = self.policies();
+        let stats = &self.status.stats;
+        let second = stats.now();
         for (p, d, overridden) in decided {
-            self.status.stats.record(p.name(), d.allowed && !d.shadow);
-            if overridden {
-                count_overridden(p, d);
-            } else {
-                count(p, d);
+            match set.meters(stats, p) {
+                Some(meters) if !overridden => meters.record(second, d),
+                _ => {
+                    stats.record_at(p.name(), second, d.allowed && !d.shadow);
+                    if overridden {
+                        count_overridden(p, d);
+                    } else {
+                        count(p, d);
+                    }
+                }
             }
         }
     }

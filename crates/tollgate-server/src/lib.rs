@@ -3,6 +3,8 @@
 //! classification (`error.rs`), and the other subcommands, each in its own
 //! module. `main.rs` is a thin binary that calls [`run`].
 
+#[cfg(test)]
+mod alloc_tests;
 mod auth;
 mod bench;
 mod check;
@@ -21,6 +23,7 @@ mod grpc_token;
 mod http;
 mod json_value;
 mod listen;
+mod meters;
 mod overrides;
 mod palette;
 mod regions;

@@ -21,6 +21,7 @@ mod store;
 use std::fmt;
 use std::ops::Range;
 use std::path::Path;
+use std::sync::OnceLock;
 
 use serde::Deserialize;
 use tollgate::Policy;
@@ -44,6 +45,8 @@ pub(crate) use self::settle::{SETTLE, settled};
 pub(crate) use self::store::StoreSettings;
 use self::store::{RawStore, store_settings};
 use crate::descriptor::Descriptor;
+use crate::meters::PolicyMeters;
+use crate::status::Stats;
 
 /// One problem in a policy file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,12 +101,28 @@ pub(crate) struct PolicySet {
     /// `[[override]]` tables: the base set of overrides (those set at
     /// runtime win on the same selector, see `crate::overrides`).
     pub(crate) overrides: Vec<ConfigOverride>,
+    /// What deciding on each policy counts, in `policies`' order: resolved
+    /// once per set, on its first decision (`crate::meters`).
+    pub(crate) meters: OnceLock<std::sync::Arc<[PolicyMeters]>>,
 }
 
 impl PolicySet {
     /// The policy named `name`.
     pub(crate) fn get(&self, name: &str) -> Option<&Policy> {
         self.policies.iter().find(|p| p.name() == name)
+    }
+
+    /// The meters of `policy` when it is one of this set's (not a policy
+    /// made for one request, such as a gRPC limit override).
+    pub(crate) fn meters(&self, stats: &Stats, policy: &Policy) -> Option<&PolicyMeters> {
+        let i = self.policies.iter().position(|p| std::ptr::eq(p, policy))?;
+        let meters = self.meters.get_or_init(|| {
+            self.policies
+                .iter()
+                .map(|p| PolicyMeters::new(p.name(), stats))
+                .collect()
+        });
+        meters.get(i)
     }
 }
 
@@ -228,6 +247,7 @@ fn parse(file: &str, text: &str) -> Result<Config, Vec<ConfigError>> {
                 policies,
                 descriptors,
                 overrides,
+                meters: OnceLock::new(),
             },
             server,
             store,

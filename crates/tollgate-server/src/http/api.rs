@@ -18,6 +18,7 @@ use tollgate::{Decision, Policy, Request, Usage};
 use tollgate_tower::headers::{RateLimitHeaders, ceil_millis, ceil_secs};
 
 use super::body::*;
+use super::fast;
 use super::json::{only, shown, string};
 use crate::config::PolicySet;
 use crate::decide;
@@ -27,7 +28,7 @@ use crate::state::AppState;
 type ApiResult = Result<Response, ServiceError>;
 
 /// 200 or 429 with `body` and the rate-limit headers of `decided`.
-fn answer(decided: &[(&Policy, Decision)], body: impl Serialize) -> Response {
+pub(super) fn answer(decided: &[(&Policy, Decision)], body: impl Serialize) -> Response {
     let allowed = decided.iter().all(|(_, d)| d.allowed);
     let status = if allowed {
         StatusCode::OK
@@ -67,6 +68,14 @@ pub(super) async fn check(
     State(state): State<Arc<AppState>>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
+    if let Ok(bytes) = &body
+        && let Some(one) = fast::Single::parse(bytes)
+    {
+        let set = state.policies();
+        if let Some(policy) = set.get(one.policy) {
+            return single(&state, policy, one.key, one.cost, None, true).await;
+        }
+    }
     let obj = object(body)?;
     let set = state.policies();
     if let Some(checks) = obj.get("checks") {
@@ -83,9 +92,28 @@ pub(super) async fn check(
         body.granted = Some(d.granted);
         return Ok(answer(&[(policy, d)], CheckAnswer::One(body)));
     }
+    single(&state, policy, req.key, req.cost, req.tier, false).await
+}
+
+/// One check's answer; formatted on the stack (`fast.rs`) with `fast`
+/// when no override decided.
+async fn single(
+    state: &AppState,
+    policy: &Policy,
+    key: &str,
+    cost: u64,
+    tier: Option<&str>,
+    fast: bool,
+) -> ApiResult {
     let (d, decider, by) = state
-        .check_overridden(policy, req.key.as_bytes(), req.cost, req.tier)
+        .check_overridden(policy, key.as_bytes(), cost, tier)
         .await?;
+    if fast
+        && by.is_none()
+        && let Some(response) = fast::answer(policy, &decider, &d)
+    {
+        return Ok(response);
+    }
     let mut body = DecisionBody::new(policy, &d);
     body.by_override = by.map(|s| s.to_string());
     let decided = [(&*decider, d)];

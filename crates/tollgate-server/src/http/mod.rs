@@ -13,6 +13,7 @@ pub(crate) use body::ErrorBody;
 mod deadline;
 pub(crate) use deadline::TimedBody;
 mod error;
+mod fast;
 mod framework;
 pub(crate) use framework::MAX_HEAD;
 #[cfg(test)]
@@ -23,6 +24,7 @@ mod openapi;
 mod openapi_tests;
 mod overrides;
 mod regions;
+mod route_meters;
 #[cfg(test)]
 mod strict_tests;
 #[cfg(test)]
@@ -88,8 +90,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         })
         .fallback(|| async { ServiceError::new(Code::NotFound, "no such endpoint") })
         .layer(DefaultBodyLimit::max(MAX_BODY))
-        .layer(middleware::from_fn_with_state(state.clone(), authenticate))
-        .layer(middleware::from_fn(measure))
+        .layer(middleware::from_fn_with_state(state.clone(), gate))
         .layer(middleware::from_fn(framework::json_errors))
         .with_state(state)
 }
@@ -107,6 +108,9 @@ fn access(request: &Request) -> Access {
     }
 }
 
+/// One layer for what every request goes through: authentication, then
+/// the request's count and latency around it.
+///
 /// With a token configured, every endpoint but `/healthz`, `/readyz` (the
 /// probes of an orchestrator, which cannot read the token from a secret:
 /// they learn the store's address without its credentials, and whether it
@@ -114,38 +118,34 @@ fn access(request: &Request) -> Access {
 /// for the token and sends it to `/v1/stats`) wants `Authorization: Bearer
 /// <token>`, the admin token on admin routes (`auth.rs`), compared in
 /// constant time.
-async fn authenticate(
-    State(state): State<Arc<AppState>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    if !matches!(request.uri().path(), "/healthz" | "/readyz" | "/") {
-        let given = request
-            .headers()
-            .get(http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or("");
-        if let Err(e) = state.tokens.check(access(&request), given) {
-            return e.into_response();
-        }
-    }
-    next.run(request).await
+///
+/// Requests are counted, and their latency measured, by route (the
+/// route's pattern, never the path with its key) and status; the handles
+/// are resolved once per route and status (`route_meters.rs`).
+async fn gate(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    let route = route_meters::of(request.extensions().get::<MatchedPath>());
+    let started = Instant::now();
+    let response = match authenticate(&state, &request) {
+        Ok(()) => next.run(request).await,
+        Err(refused) => refused,
+    };
+    route.record(response.status(), started.elapsed());
+    response
 }
 
-/// Counts requests and their latency by route (the route's pattern, never
-/// the path with its key) and status.
-async fn measure(request: Request, next: Next) -> Response {
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
-    let started = Instant::now();
-    let response = next.run(request).await;
-    let status = response.status().as_u16().to_string();
-    metrics::counter!("tollgate_http_requests_total", "route" => route.clone(), "status" => status)
-        .increment(1);
-    metrics::histogram!("tollgate_http_request_duration_seconds", "route" => route)
-        .record(started.elapsed().as_secs_f64());
-    response
+/// The refusal of a request without the token its route wants.
+fn authenticate(state: &AppState, request: &Request) -> Result<(), Response> {
+    if matches!(request.uri().path(), "/healthz" | "/readyz" | "/") {
+        return Ok(());
+    }
+    let given = request
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    state
+        .tokens
+        .check(access(request), given)
+        .map_err(IntoResponse::into_response)
 }

@@ -18,7 +18,7 @@ use utoipa::ToSchema;
 use crate::palette;
 use crate::state::AppState;
 
-pub(crate) use ring::Stats;
+pub(crate) use ring::{Ring, Stats};
 
 /// The outcome of the last config reload.
 #[derive(Debug, Clone)]

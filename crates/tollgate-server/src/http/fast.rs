@@ -1,0 +1,180 @@
+//! The common case of `POST /v1/check` without the general path's
+//! allocations: a flat body of `policy`, `key` and an optional `cost`,
+//! its strings borrowed from the request (none escaped), each field once
+//! and no other; the answer's body formatted on the stack.
+//!
+//! Anything else (a batch, `at_most`, a `tier`, an escaped string, a duplicate or
+//! unknown field, a wrong type, an unknown policy) is not an error here:
+//! the general path (`api.rs`, over `json.rs`) reads the body again and
+//! answers it, with the same messages as always. So this path answers
+//! only what the general one would answer the same way.
+
+use std::io::Write;
+
+use axum::body::{Body, Bytes};
+use axum::response::Response;
+use http::{HeaderValue, StatusCode, header};
+use serde::Deserialize;
+use tollgate::{Decision, Policy};
+use tollgate_tower::headers::{RateLimitHeaders, ceil_millis, ceil_secs};
+
+/// A single check, borrowed from the body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Single<'a> {
+    pub(super) policy: &'a str,
+    pub(super) key: &'a str,
+    #[serde(default = "one")]
+    pub(super) cost: u64,
+}
+
+fn one() -> u64 {
+    1
+}
+
+impl<'a> Single<'a> {
+    /// The check, when `body` is one the fast path answers.
+    pub(super) fn parse(body: &'a Bytes) -> Option<Single<'a>> {
+        // A derived struct reads a JSON array too (`["a", "k"]`): only an
+        // object is taken here.
+        let first = body.iter().find(|b| !b.is_ascii_whitespace())?;
+        if *first != b'{' {
+            return None;
+        }
+        serde_json::from_slice(body).ok()
+    }
+}
+
+/// The longest answer body formatted here: a longer policy name takes the
+/// general path's serializer.
+const MAX_BODY: usize = 512;
+
+/// Whether `name` is written in JSON as it is (no `"`, `\` or control
+/// character to escape).
+fn plain(name: &str) -> bool {
+    name.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\')
+}
+
+/// The answer to one check of `policy` that no override decided (its
+/// headers from `decider`, the policy or its tier): the same status,
+/// headers and body as the general path's (`api::answer` over a
+/// `DecisionBody`), or `None` when the policy's name would need escaping.
+pub(super) fn answer(policy: &Policy, decider: &Policy, d: &Decision) -> Option<Response> {
+    let name = policy.name();
+    if !plain(name) {
+        return None;
+    }
+    let mut buf = [0u8; MAX_BODY];
+    let mut out = &mut buf[..];
+    let written = write!(
+        out,
+        r#"{{"allowed":{},"policy":"{name}","limit":{},"remaining":{},"reset_after_ms":{},"retry_after_ms":{},"delay_ms":{},"source":"{}"{}}}"#,
+        d.allowed,
+        d.limit,
+        d.remaining,
+        ceil_millis(d.reset_after),
+        ceil_millis(d.retry_after),
+        ceil_millis(d.delay),
+        d.source.as_str(),
+        if d.shadow { r#","shadow":true"# } else { "" },
+    );
+    written.ok()?;
+    let len = MAX_BODY - out.len();
+    let mut response = Response::new(Body::from(Bytes::copy_from_slice(&buf[..len])));
+    if !d.allowed {
+        *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+    }
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if let Some(h) = RateLimitHeaders::new([(decider, d)].into_iter()) {
+        h.append_to(headers);
+    }
+    if !d.allowed {
+        headers.insert(
+            header::RETRY_AFTER,
+            HeaderValue::from(ceil_secs(d.retry_after)),
+        );
+    }
+    Some(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use http_body_util::BodyExt;
+    use serde_json::Value;
+
+    use super::*;
+    use crate::http::api;
+    use crate::http::body::{CheckAnswer, DecisionBody};
+    use crate::state::AppState;
+
+    async fn parts(response: Response) -> (StatusCode, http::HeaderMap, Bytes) {
+        let (parts, body) = response.into_parts();
+        let bytes = body.collect().await.unwrap().to_bytes();
+        (parts.status, parts.headers, bytes)
+    }
+
+    /// The fast answer and the general one, for the same decision.
+    async fn both(state: &AppState, name: &str) -> [(StatusCode, http::HeaderMap, Bytes); 2] {
+        let set = state.policies();
+        let policy = set.get(name).unwrap();
+        let (d, decider, by) = state.check_overridden(policy, b"k", 1, None).await.unwrap();
+        assert!(by.is_none() && *decider == *policy);
+        let general = api::answer(
+            &[(policy, d)],
+            CheckAnswer::One(DecisionBody::new(policy, &d)),
+        );
+        [
+            parts(answer(policy, policy, &d).unwrap()).await,
+            parts(general).await,
+        ]
+    }
+
+    #[tokio::test]
+    async fn the_fast_answer_is_the_general_ones_byte_for_byte() {
+        let state = crate::http::tests::memory().await;
+        // `books` admits 3 an hour: admitted, then denied (429, Retry-After).
+        let mut seen = Vec::new();
+        for _ in 0..4 {
+            let [fast, general] = both(&state, "books").await;
+            assert_eq!(fast, general);
+            serde_json::from_slice::<Value>(&fast.2).unwrap();
+            seen.push(fast.0);
+        }
+        assert_eq!(seen.last(), Some(&StatusCode::TOO_MANY_REQUESTS));
+        assert_eq!(seen[0], StatusCode::OK);
+        let [fast, general] = both(&state, "api").await;
+        assert_eq!(fast, general);
+    }
+
+    #[test]
+    fn only_plain_flat_bodies_take_the_fast_path() {
+        let fast =
+            |text: &'static str| Single::parse(&Bytes::from_static(text.as_bytes())).is_some();
+        assert!(fast(r#"{"policy":"a","key":"k"}"#));
+        assert!(fast(r#" {"key":"k","cost":0,"policy":"a"} "#));
+        for general in [
+            r#"{"policy":"a","key":"\u006b"}"#,
+            r#"{"policy":"a","key":"k","key":"k"}"#,
+            r#"{"policy":"a","key":"k","at_most":3}"#,
+            r#"{"policy":"a","key":"k","cost":null}"#,
+            r#"{"policy":"a","key":"k","cost":1.0}"#,
+            r#"{"policy":"a","key":"k","cost":-1}"#,
+            r#"{"checks":[]}"#,
+            r#"{"policy":"a"}"#,
+            r#"{"policy":"a","key":"k"} x"#,
+            r#"["a","k"]"#,
+        ] {
+            assert!(!fast(general), "{general}");
+        }
+    }
+
+    #[test]
+    fn names_that_need_escaping_are_not_formatted_here() {
+        assert!(plain("api-v1.é"));
+        assert!(!plain("a\"b") && !plain("a\\b") && !plain("a\nb"));
+    }
+}

@@ -1,0 +1,86 @@
+//! What a decision counts, resolved once rather than per decision: each
+//! policy's `tollgate_decisions_total` counters (by outcome and source),
+//! its `tollgate_shadow_denials_total` counter and its status-page ring.
+//! A policy set (`config::PolicySet`, swapped whole on reload) holds one
+//! [`PolicyMeters`] per policy; a counter is registered with the recorder
+//! on its first use, so `/metrics` shows the same series as when each
+//! decision looked its counter up by name and labels.
+//!
+//! The names and labels are the library's (`tollgate::metrics`), which the
+//! Grafana dashboard reads.
+
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+
+use metrics::Counter;
+use tollgate::metrics::{DECISIONS, SHADOW_DENIALS};
+use tollgate::{Decision, Source};
+
+use crate::status::{Ring, Stats};
+
+/// The sources a decision can come from, in [`source_index`]'s order.
+const SOURCES: usize = 4;
+
+fn source_index(source: Source) -> Option<usize> {
+    match source {
+        Source::Store => Some(0),
+        Source::Fallback => Some(1),
+        Source::Cache => Some(2),
+        Source::Lease => Some(3),
+        _ => None,
+    }
+}
+
+/// One policy's counters and ring.
+pub(crate) struct PolicyMeters {
+    name: String,
+    /// `[source][allowed]`.
+    decisions: [[OnceLock<Counter>; 2]; SOURCES],
+    shadow: OnceLock<Counter>,
+    ring: Arc<Ring>,
+}
+
+impl fmt::Debug for PolicyMeters {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PolicyMeters")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PolicyMeters {
+    pub(crate) fn new(name: &str, stats: &Stats) -> PolicyMeters {
+        PolicyMeters {
+            name: name.to_string(),
+            decisions: Default::default(),
+            shadow: OnceLock::new(),
+            ring: stats.ring(name),
+        }
+    }
+
+    /// Counts `decision`, taken in second `second` of the status page, and
+    /// in the metrics as `decide::count` does.
+    pub(crate) fn record(&self, second: u64, decision: &Decision) {
+        self.ring.add(second, decision.allowed && !decision.shadow);
+        let Some(source) = source_index(decision.source) else {
+            tollgate::metrics::record_decision(&self.name, decision);
+            return;
+        };
+        let outcome = usize::from(decision.allowed);
+        self.decisions[source][outcome]
+            .get_or_init(|| {
+                metrics::counter!(
+                    DECISIONS,
+                    "policy" => self.name.clone(),
+                    "outcome" => if decision.allowed { "allowed" } else { "denied" },
+                    "source" => decision.source.as_str()
+                )
+            })
+            .increment(1);
+        if decision.shadow {
+            self.shadow
+                .get_or_init(|| metrics::counter!(SHADOW_DENIALS, "policy" => self.name.clone()))
+                .increment(1);
+        }
+    }
+}
