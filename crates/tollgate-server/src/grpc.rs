@@ -17,7 +17,7 @@
 //! `on_failure = "deny"` is `UNAVAILABLE`.
 
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use envoy_types::pb::envoy::config::core::v3::HeaderValue;
@@ -215,12 +215,30 @@ impl RateLimitService for Rls {
         Decoded::mark(&request);
         let started = std::time::Instant::now();
         let result = self.decide(request.into_inner()).await;
-        let code = match &result {
-            Ok(_) => "ok".to_string(),
-            Err(status) => format!("{:?}", status.code()).to_lowercase(),
+        // The handles of the common case are resolved once (on first use,
+        // so `/metrics` shows the same series as when each request looked
+        // them up); an error's code by name.
+        static OK: OnceLock<metrics::Counter> = OnceLock::new();
+        static DURATION: OnceLock<metrics::Histogram> = OnceLock::new();
+        let by_code;
+        let requests = match &result {
+            Ok(_) => OK.get_or_init(|| {
+                metrics::counter!("tollgate_grpc_requests_total", "method" => "ShouldRateLimit", "code" => "ok")
+            }),
+            Err(status) => {
+                by_code = metrics::counter!(
+                    "tollgate_grpc_requests_total",
+                    "method" => "ShouldRateLimit",
+                    "code" => format!("{:?}", status.code()).to_lowercase()
+                );
+                &by_code
+            }
         };
-        metrics::counter!("tollgate_grpc_requests_total", "method" => "ShouldRateLimit", "code" => code).increment(1);
-        metrics::histogram!("tollgate_grpc_request_duration_seconds", "method" => "ShouldRateLimit")
+        requests.increment(1);
+        DURATION
+            .get_or_init(|| {
+                metrics::histogram!("tollgate_grpc_request_duration_seconds", "method" => "ShouldRateLimit")
+            })
             .record(started.elapsed().as_secs_f64());
         result.map(Response::new)
     }
