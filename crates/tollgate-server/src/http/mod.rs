@@ -127,14 +127,14 @@ async fn gate(State(state): State<Arc<AppState>>, request: Request, next: Next) 
     let started = Instant::now();
     let response = match authenticate(&state, &request) {
         Ok(()) => next.run(request).await,
-        Err(refused) => refused,
+        Err(refused) => refused.into_response(),
     };
     route.record(response.status(), started.elapsed());
     response
 }
 
 /// The refusal of a request without the token its route wants.
-fn authenticate(state: &AppState, request: &Request) -> Result<(), Response> {
+fn authenticate(state: &AppState, request: &Request) -> Result<(), ServiceError> {
     if matches!(request.uri().path(), "/healthz" | "/readyz" | "/") {
         return Ok(());
     }
@@ -144,8 +144,5 @@ fn authenticate(state: &AppState, request: &Request) -> Result<(), Response> {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or("");
-    state
-        .tokens
-        .check(access(request), given)
-        .map_err(IntoResponse::into_response)
+    state.tokens.check(access(request), given)
 }
