@@ -8,6 +8,8 @@
 //! points for as long as one likes (`docs/fuzzing.md`); these run in CI in
 //! a few seconds.
 
+use std::sync::LazyLock;
+
 use proptest::prelude::*;
 use tollgate_server::fuzzing::{self, Outcome};
 
@@ -131,25 +133,34 @@ fn apply(seed: &str, mutations: &[Mutation]) -> Vec<u8> {
     bytes
 }
 
-const TOML_SEEDS: &[&str] = &[
-    include_str!("../../../examples/tollgate.toml"),
-    include_str!("../../../examples/books.toml"),
-    include_str!("../../../examples/envoy-tollgate.toml"),
-];
+/// An example of the repository's `examples/`, read when the tests run
+/// (not compiled in: a packaged crate includes nothing from outside it).
+fn example(name: &str) -> String {
+    let path = format!("{}/../../examples/{name}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
 
-const YAML_SEEDS: &[&str] = &[
-    "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit:\n      unit: minute\n      requests_per_unit: 10\n  - key: path\n    value: /api\n    descriptors:\n      - key: user\n        rate_limit: {unit: second, requests_per_unit: 5, name: r}\n        shadow_mode: true\n",
-    "domain: d\ndescriptors:\n  - key: k\n    rate_limit: &b {unit: hour, requests_per_unit: 7}\n  - key: j\n    rate_limit: {<<: *b, requests_per_unit: 8}\n",
-    include_str!("../../../examples/envoy.yaml"),
-];
+static TOML_SEEDS: LazyLock<Vec<String>> = LazyLock::new(|| {
+    ["tollgate.toml", "books.toml", "envoy-tollgate.toml"]
+        .map(example)
+        .to_vec()
+});
+
+static YAML_SEEDS: LazyLock<Vec<String>> = LazyLock::new(|| {
+    vec![
+    "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit:\n      unit: minute\n      requests_per_unit: 10\n  - key: path\n    value: /api\n    descriptors:\n      - key: user\n        rate_limit: {unit: second, requests_per_unit: 5, name: r}\n        shadow_mode: true\n".to_string(),
+    "domain: d\ndescriptors:\n  - key: k\n    rate_limit: &b {unit: hour, requests_per_unit: 7}\n  - key: j\n    rate_limit: {<<: *b, requests_per_unit: 8}\n".to_string(),
+    example("envoy.yaml"),
+    ]
+});
 
 const CSV_SEEDS: &[&str] = &[
     "t_ms,policy,key,cost\n0,p,alice,1\n5,b,bob,2\n5,c,alice,1\n1000,p,alice,3\n",
     "t_ms,policy,key,cost\r\n0,p,k,1\r\n",
 ];
 
-const COMBINED_SEED: &str = include_str!("../../../examples/access.log");
-const JSON_SEED: &str = include_str!("../../../examples/envoy-access.jsonl");
+static COMBINED_SEED: LazyLock<String> = LazyLock::new(|| example("access.log"));
+static JSON_SEED: LazyLock<String> = LazyLock::new(|| example("envoy-access.jsonl"));
 
 /// The first `n` lines of a big example, to keep each case small.
 fn head(text: &str, n: usize) -> String {
@@ -242,7 +253,7 @@ proptest! {
         seed in 0..TOML_SEEDS.len(),
         mutations in prop::collection::vec(mutation(), 1..6),
     ) {
-        let data = apply(TOML_SEEDS[seed], &mutations);
+        let data = apply(&TOML_SEEDS[seed], &mutations);
         check(&data, fuzzing::config_toml(&data))?;
     }
 
@@ -251,7 +262,7 @@ proptest! {
         seed in 0..YAML_SEEDS.len(),
         mutations in prop::collection::vec(mutation(), 1..6),
     ) {
-        let data = apply(YAML_SEEDS[seed], &mutations);
+        let data = apply(&YAML_SEEDS[seed], &mutations);
         check(&data, fuzzing::erl_yaml(&data))?;
     }
 
@@ -286,10 +297,10 @@ proptest! {
         mutations in prop::collection::vec(mutation(), 1..6),
     ) {
         if json {
-            let data = apply(&head(JSON_SEED, 4), &mutations);
+            let data = apply(&head(&JSON_SEED, 4), &mutations);
             check(&data, fuzzing::json_log(&data))?;
         } else {
-            let data = apply(&head(COMBINED_SEED, 4), &mutations);
+            let data = apply(&head(&COMBINED_SEED, 4), &mutations);
             check(&data, fuzzing::combined_log(&data))?;
         }
     }
@@ -298,7 +309,7 @@ proptest! {
 /// The seeds themselves parse: the mutations start from valid inputs.
 #[test]
 fn the_seeds_are_valid() {
-    for seed in TOML_SEEDS {
+    for seed in TOML_SEEDS.iter() {
         assert_eq!(fuzzing::config_toml(seed.as_bytes()), Ok(()));
     }
     for seed in &YAML_SEEDS[..2] {
@@ -308,10 +319,10 @@ fn the_seeds_are_valid() {
         assert_eq!(fuzzing::trace_csv(seed.as_bytes()), Ok(()));
     }
     assert_eq!(
-        fuzzing::combined_log(head(COMBINED_SEED, 4).as_bytes()),
+        fuzzing::combined_log(head(&COMBINED_SEED, 4).as_bytes()),
         Ok(())
     );
-    assert_eq!(fuzzing::json_log(head(JSON_SEED, 4).as_bytes()), Ok(()));
+    assert_eq!(fuzzing::json_log(head(&JSON_SEED, 4).as_bytes()), Ok(()));
     let d = Descriptor("k".into(), String::new(), 2, 10, Vec::new());
     assert_eq!(fuzzing::xds_resource(&resource("d", &[d])), Ok(()));
 }
