@@ -35,6 +35,15 @@ pub(crate) fn store_error(e: &RedisError) -> Error {
     }
 }
 
+/// A reply that is not the shape a caller expected (a script's contract
+/// broken, or a value of another type under its key).
+pub(crate) fn unexpected_reply(e: impl std::fmt::Display) -> Error {
+    Error::Store {
+        kind: StoreErrorKind::Protocol,
+        message: format!("unexpected reply: {e}"),
+    }
+}
+
 pub(crate) fn kind_of(e: &RedisError) -> StoreErrorKind {
     if e.is_timeout() {
         return StoreErrorKind::Timeout;

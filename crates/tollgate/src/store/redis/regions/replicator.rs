@@ -7,7 +7,7 @@ use std::time::Instant;
 use futures_util::future::join_all;
 use parking_lot::Mutex;
 
-use super::super::error::store_error;
+use super::super::error::{store_error, unexpected_reply};
 use super::super::pack::Arg;
 use super::super::scripts::Script;
 use super::super::{RedisStore, RedisStoreBuilder};
@@ -266,7 +266,7 @@ impl Replicator {
             let mut merges: Vec<(&[u8], String, String)> = Vec::with_capacity(chunk.len());
             for ((key, expires), value) in chunk.iter().zip(values) {
                 let value = value.map_err(|e| store_error(&e))?;
-                let n: Option<u64> = redis::from_redis_value(value).map_err(protocol)?;
+                let n: Option<u64> = redis::from_redis_value(value).map_err(unexpected_reply)?;
                 if let Some(n) = n
                     && *expires > now
                 {
@@ -336,12 +336,5 @@ impl Replicator {
             })??;
         *remote.conn.lock() = Some(conn.clone());
         Ok(conn)
-    }
-}
-
-pub(super) fn protocol(e: impl std::fmt::Display) -> Error {
-    Error::Store {
-        kind: crate::StoreErrorKind::Protocol,
-        message: format!("unexpected reply: {e}"),
     }
 }

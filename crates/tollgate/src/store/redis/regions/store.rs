@@ -7,13 +7,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use super::super::RedisStore;
-use super::super::error::store_error;
+use super::super::error::{store_error, unexpected_reply};
 use super::super::pack::Arg;
 use super::super::scripts::Script;
 use super::keys::window_key;
 use super::link::{Link, LinkStats};
 use super::pending::Pending;
-use super::replicator::protocol;
 use super::settings::Regions;
 use crate::algorithm::{Algorithm, LeaseId, Usage};
 use crate::store::{BoxFuture, HeldGrant, Lease, Request, Stamp, Store, validate};
@@ -166,7 +165,7 @@ impl RegionalStore {
             .query(&cmd)
             .await
             .map_err(|e| store_error(&e))?;
-        let held: Vec<(String, u64)> = redis::from_redis_value(value).map_err(protocol)?;
+        let held: Vec<(String, u64)> = redis::from_redis_value(value).map_err(unexpected_reply)?;
         let regions = &self.inner.regions;
         let components: Vec<(String, u64)> = std::iter::once(regions.name())
             .chain(regions.remotes().iter().map(String::as_str))
@@ -252,7 +251,7 @@ impl RegionalStore {
             .await
             .map_err(|e| store_error(&e))?;
         let [allowed, total, _own] = reply[..] else {
-            return Err(protocol(format!(
+            return Err(unexpected_reply(format!(
                 "region_window.lua answered {} numbers, not 3",
                 reply.len()
             )));
