@@ -2,8 +2,9 @@
 //! starts, some allowed and denied traffic, then Debian's headless
 //! Chromium renders `GET /` and the test reads the DOM after the page's
 //! script has polled `/v1/stats`: a row per policy, the counts, the
-//! breaker. It also takes a screenshot. `/v1/stats` itself is checked for
-//! the token and for never naming a limited key.
+//! breaker; in multi-region mode, this region and each remote one. It
+//! also takes a screenshot. `/v1/stats` itself is checked for the token
+//! and for never naming a limited key.
 
 mod common;
 
@@ -14,6 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tollgate_testkit::RedisServer;
 
+use common::regions::{Regions, Setup, links, wait_for};
 use common::service::{Service, temp_dir};
 
 const CONFIG: &str = r#"
@@ -118,6 +120,11 @@ fn the_page_shows_policies_counts_and_the_breaker_in_chromium() {
         "{dom}"
     );
     assert!(dom.contains("none since start"), "{dom}");
+    // No [regions]: no regions section.
+    assert!(
+        dom.contains("<section id=\"regions\" hidden=\"\">"),
+        "{dom}"
+    );
     assert!(
         dom.contains("<dd id=\"fallback-time\">0 (on the store)</dd>"),
         "{dom}"
@@ -142,6 +149,84 @@ fn the_page_shows_policies_counts_and_the_breaker_in_chromium() {
         "an empty screenshot: {} bytes",
         bytes.len()
     );
+}
+
+/// The `<tr>` of remote region `region` in the rendered DOM.
+fn link_row<'a>(dom: &'a str, region: &str) -> &'a str {
+    let start = dom
+        .find(&format!("<tr data-region=\"{region}\">"))
+        .unwrap_or_else(|| panic!("no row for region {region} in {dom}"));
+    let row = &dom[start..];
+    &row[..row.find("</tr>").unwrap()]
+}
+
+/// `links`' count `field` of its first (only) link.
+fn count(links: &Value, field: &str) -> u64 {
+    links["links"][0][field].as_u64().unwrap()
+}
+
+#[test]
+fn the_page_shows_this_region_and_its_links_in_chromium() {
+    let dir = temp_dir();
+    let setup = Setup {
+        sync: "100ms",
+        partition_after: "1s",
+        policies: "[[policy]]\nname = \"api\"\nalgorithm = \"fixed_window\"\nlimit = 100\nwindow = \"1h\"\n",
+    };
+    let regions = Regions::start(&dir, &["eu", "us"], &setup);
+    regions.wait_connected();
+    let [eu, us] = &regions.services[..] else {
+        unreachable!("two regions")
+    };
+    // Traffic in both regions, so that eu both sends and receives.
+    for s in [eu, us] {
+        let response = s.check("api", 1);
+        assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    }
+    wait_for("eu to send and receive", || {
+        let l = links(eu);
+        count(&l, "sent") >= 1 && count(&l, "received") >= 1
+    });
+    let url = format!("http://{}/", eu.addr);
+    let before = links(eu);
+    let dom = String::from_utf8(chromium(&dir, &url, &["--dump-dom"]).stdout).unwrap();
+    let after = links(eu);
+    for shown in [
+        "Updated ",
+        "<section id=\"regions\">",
+        "<strong id=\"region-name\">eu</strong>",
+        "<span id=\"region-state\" class=\"\">connected</span>",
+        "<span id=\"region-global\">api</span>",
+    ] {
+        assert!(dom.contains(shown), "no {shown} in {dom}");
+    }
+    let us_row = link_row(&dom, "us");
+    assert_eq!(cell(us_row, "link"), "up", "{us_row}");
+    // The page shows what /v1/regions answered while it polled.
+    for field in ["sent", "received"] {
+        let shown: u64 = cell(us_row, &format!("n {field}")).parse().unwrap();
+        assert!(
+            count(&before, field) <= shown && shown <= count(&after, field),
+            "{field}: {shown} shown, {before} before, {after} after"
+        );
+    }
+    let lag = cell(us_row, "n lag");
+    assert!(lag.ends_with(" ms") || lag.ends_with(" s"), "{us_row}");
+
+    regions.links.iter().for_each(|l| l.cut());
+    wait_for("eu to call it a partition", || {
+        links(eu)["partitioned"] == true
+    });
+    let dom = String::from_utf8(chromium(&dir, &url, &["--dump-dom"]).stdout).unwrap();
+    assert!(
+        dom.contains(
+            "<span id=\"region-state\" class=\"bad\">partitioned: deciding within its share</span>"
+        ),
+        "{dom}"
+    );
+    let us_row = link_row(&dom, "us");
+    assert_eq!(cell(us_row, "bad link"), "partitioned", "{us_row}");
+    assert!(!dom.contains("user-1"), "a limited key on the page: {dom}");
 }
 
 #[test]

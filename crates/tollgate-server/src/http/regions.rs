@@ -9,45 +9,12 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
-use tollgate::store::redis::regions::RegionalStore;
 use utoipa::ToSchema;
 
 use crate::decide;
 use crate::error::{Code, ServiceError};
+use crate::regions::{Region, RegionsReport};
 use crate::state::AppState;
-
-/// This region and its links.
-#[derive(Debug, Serialize, ToSchema)]
-pub(super) struct RegionsBody {
-    /// This region's name.
-    pub(super) region: String,
-    /// Whether this region decides as partitioned (capped at its share).
-    pub(super) partitioned: bool,
-    /// Keys this instance has yet to replicate.
-    pub(super) pending_keys: usize,
-    /// The policies decided across regions.
-    pub(super) global: Vec<String>,
-    pub(super) links: Vec<LinkBody>,
-}
-
-/// One remote region.
-#[derive(Debug, Serialize, ToSchema)]
-pub(super) struct LinkBody {
-    pub(super) region: String,
-    pub(super) partitioned: bool,
-    /// How old its newest components here are, ms (absent before it was
-    /// heard from).
-    pub(super) lag_ms: Option<u64>,
-    /// Components our rounds merged there that grew.
-    pub(super) sent: u64,
-    /// Components its rounds merged here that grew.
-    pub(super) received: u64,
-    /// The longest its view of us was stale, ms (the bound's Δ).
-    pub(super) max_staleness_ms: u64,
-    pub(super) rounds: u64,
-    pub(super) failed_rounds: u64,
-    pub(super) last_error: Option<String>,
-}
 
 /// One key's current global window.
 #[derive(Debug, Serialize, ToSchema)]
@@ -63,58 +30,25 @@ pub(super) struct RegionViewBody {
     pub(super) total: u64,
 }
 
-fn region(state: &AppState) -> Result<&RegionalStore, ServiceError> {
-    state
-        .backend
-        .region
-        .as_ref()
-        .map(|r| &r.store)
-        .ok_or_else(|| {
-            ServiceError::new(
-                Code::NotFound,
-                "multi-region mode is off (no [regions] in the config)",
-            )
-        })
+fn region(state: &AppState) -> Result<&Region, ServiceError> {
+    state.backend.region.as_ref().ok_or_else(|| {
+        ServiceError::new(
+            Code::NotFound,
+            "multi-region mode is off (no [regions] in the config)",
+        )
+    })
 }
 
 /// This region's links to the others.
 #[utoipa::path(get, path = "/v1/regions", tag = "operations",
     responses(
-        (status = 200, description = "This region and its links", body = RegionsBody),
+        (status = 200, description = "This region and its links", body = RegionsReport),
         (status = 401, description = "A token is configured and the bearer token is missing or wrong", body = crate::http::ErrorBody),
         (status = 404, description = "`not_found`: no `[regions]`", body = crate::http::ErrorBody),
     ))]
 pub(super) async fn links(State(state): State<Arc<AppState>>) -> Result<Response, ServiceError> {
-    let store = region(&state)?;
     let set = state.policies();
-    let links = store
-        .links()
-        .into_iter()
-        .map(|l| LinkBody {
-            region: l.region,
-            partitioned: l.partitioned,
-            lag_ms: l.lag.map(|d| d.as_millis() as u64),
-            sent: l.sent,
-            received: l.received,
-            max_staleness_ms: l.max_staleness.as_millis() as u64,
-            rounds: l.rounds,
-            failed_rounds: l.failed_rounds,
-            last_error: l.last_error,
-        })
-        .collect();
-    Ok(Json(RegionsBody {
-        region: store.regions().name().to_owned(),
-        partitioned: store.is_partitioned(),
-        pending_keys: store.pending(),
-        global: set
-            .policies
-            .iter()
-            .filter(|p| store.is_global(p))
-            .map(|p| p.name().to_owned())
-            .collect(),
-        links,
-    })
-    .into_response())
+    Ok(Json(region(&state)?.report(&set.policies)).into_response())
 }
 
 /// One key's global window, every region's component as this region's
@@ -133,7 +67,7 @@ pub(super) async fn view(
     State(state): State<Arc<AppState>>,
     Path((name, key)): Path<(String, String)>,
 ) -> Result<Response, ServiceError> {
-    let store = region(&state)?;
+    let store = &region(&state)?.store;
     let set = state.policies();
     let policy = decide::policy(&set, &name)?;
     if !store.is_global(policy) {

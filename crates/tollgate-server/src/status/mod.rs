@@ -1,7 +1,7 @@
 //! The status page: `GET /` answers `page.html` (built into the binary, no
 //! external assets) and the page polls `GET /v1/stats` for the service's
-//! state and each policy's decisions per second (`ring.rs`). Neither ever
-//! shows a limited key; `/v1/stats` needs the token when one is set.
+//! state, each policy's decisions per second (`ring.rs`) and, in
+//! multi-region mode, this region's links. Neither ever shows a limited key; `/v1/stats` needs the token when one is set.
 
 mod ring;
 
@@ -16,6 +16,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::palette;
+use crate::regions::RegionsReport;
 use crate::state::AppState;
 
 pub(crate) use ring::{Ring, Stats};
@@ -108,8 +109,8 @@ pub(crate) async fn stats(State(state): State<Arc<AppState>>) -> Response {
     let status = &state.status;
     let now = Instant::now();
     let second = status.stats.second(now);
-    let policies = state
-        .policies()
+    let set = state.policies();
+    let policies = set
         .policies
         .iter()
         .map(|p| {
@@ -158,6 +159,7 @@ pub(crate) async fn stats(State(state): State<Arc<AppState>>) -> Response {
         seconds: ring::SECONDS as u64,
         store,
         reload,
+        regions: backend.region.as_ref().map(|r| r.report(&set.policies)),
         policies,
     })
     .into_response()
@@ -174,6 +176,9 @@ pub(crate) struct StatsBody {
     store: StoreStatus,
     /// The last config reload, if any.
     reload: Option<ReloadStatus>,
+    /// With `[regions]`: this region and its links, as `GET /v1/regions`
+    /// answers them.
+    regions: Option<RegionsReport>,
     policies: Vec<PolicyStats>,
 }
 

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)] // each test file uses its own part
 
+pub(crate) mod regions;
 pub(crate) mod service;
 pub(crate) mod tls;
 
