@@ -1,5 +1,5 @@
-//! Replaying requests on a manual clock: in memory, or on Redis in
-//! client-time mode.
+//! Replaying requests on a manual clock: in memory, as several regions
+//! (`regions.rs`), or on Redis in client-time mode.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -7,6 +7,7 @@ use std::sync::Arc;
 use indicatif::ProgressBar;
 use tollgate::{ManualClock, MemoryStore, Policy};
 
+use super::regions::Mesh;
 use super::report::Outcome;
 use super::trace::Request;
 
@@ -31,6 +32,23 @@ pub(crate) fn memory(
             request.cost,
         );
         each(request, &outcome);
+        if i % PROGRESS_STEP == 0 {
+            progress.set_position(i as u64);
+        }
+    }
+    progress.set_position(requests.len() as u64);
+}
+
+/// Replays `requests` on `mesh`'s regions, handing each decision to
+/// `each` as it is made.
+pub(crate) fn regions(
+    mesh: &mut Mesh<'_>,
+    requests: &[Request],
+    progress: &ProgressBar,
+    mut each: impl FnMut(&Request, &Outcome),
+) {
+    for (i, request) in requests.iter().enumerate() {
+        each(request, &mesh.decide(request));
         if i % PROGRESS_STEP == 0 {
             progress.set_position(i as u64);
         }
