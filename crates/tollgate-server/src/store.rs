@@ -140,7 +140,7 @@ pub(crate) async fn build(settings: &StoreSettings) -> Result<Backend, String> {
         // breaker once the connection is made and a write succeeds.
         resilient.trip();
     }
-    // Policies with `lease = "auto"` are answered from leases, the others
+    // Policies with `batch = "auto"` are answered from leases, the others
     // pass through; a lease is sized for 20 ms of this instance's traffic.
     let leasing = LeasingStore::with(
         Arc::new(resilient.clone()),

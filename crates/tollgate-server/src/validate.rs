@@ -50,7 +50,7 @@ fn load(path: &Path) -> Result<config::Config, Vec<String>> {
     Ok(loaded)
 }
 
-/// Exit 0 when valid; else every error with its file and line, exit 2.
+/// Exit 0 when valid (warnings, such as an old name, printed); else every error with its file and line, exit 2.
 pub(crate) fn run(args: ValidateArgs) -> i32 {
     let loaded = match args.config.as_deref().map(load).transpose() {
         Ok(set) => set,
@@ -62,6 +62,9 @@ pub(crate) fn run(args: ValidateArgs) -> i32 {
         }
     };
     if let (Some(path), Some(c)) = (&args.config, &loaded) {
+        for warning in &c.warnings {
+            eprintln!("warning: {warning}");
+        }
         println!(
             "{}: {} policies, valid",
             path.display(),

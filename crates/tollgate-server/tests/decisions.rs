@@ -31,7 +31,7 @@ name = "leased-window"
 algorithm = "fixed_window"
 limit = 40
 window = "1h"
-lease = "auto"
+batch = "auto"
 
 [[policy]]
 name = "leased-bucket"
@@ -39,6 +39,7 @@ algorithm = "token_bucket"
 rate = 1
 per = "1h"
 burst = 30
+# The old name of `batch`, read (with a warning) until the next release.
 lease = "auto"
 
 [[policy]]

@@ -726,6 +726,77 @@ fn check_and_validate_exit_codes() {
     assert!(err.contains("c.toml:7") && err.contains("rate"), "{err}");
 }
 
+/// `lease = "auto"`, the old name of `batch = "auto"`: `validate` warns
+/// (exit 0) and `serve` logs a WARN, each naming the new key and the line;
+/// both keys at once is an error naming both.
+#[test]
+fn the_old_lease_auto_warns_naming_batch() {
+    let path = temp_dir().join("old.toml");
+    // `tollgate validate` on `text`: its exit code and standard error.
+    let validate = |text: &str| {
+        std::fs::write(&path, text).unwrap();
+        let out = common::tollgate()
+            .args(["validate", "--config"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code(), err)
+    };
+    let (code, err) = validate(
+        "[[policy]]\nname = \"hot\"\nalgorithm = \"fixed_window\"\nlimit = 10\nwindow = \"1s\"\nlease = \"auto\"\n",
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("warning: ")
+            && err.contains("old.toml:6")
+            && err.contains("`batch = \"auto\"`"),
+        "{err}"
+    );
+    let mut serve = common::tollgate()
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&path)
+        .env("RUST_LOG", "warn")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The config is read before the service listens: once it says where,
+    // the warning has been written.
+    let mut first = String::new();
+    BufReader::new(serve.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("tollgate listening on"), "{first:?}");
+    serve.kill().unwrap();
+    serve.wait().unwrap();
+    let mut err = String::new();
+    serve
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let line = err
+        .lines()
+        .find(|l| l.contains("`batch = \"auto\"`"))
+        .unwrap_or_else(|| panic!("no warning naming `batch`: {err}"));
+    assert!(
+        line.contains("WARN") && line.contains("old.toml:6"),
+        "{line}"
+    );
+
+    let (code, err) = validate(
+        "[[policy]]\nname = \"hot\"\nalgorithm = \"gcra\"\nrate = 10\nper = \"1s\"\nburst = 5\nbatch = \"auto\"\nlease = \"auto\"\n",
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("old.toml:8") && err.contains("`lease`") && err.contains("`batch`"),
+        "{err}"
+    );
+}
+
 /// `validate` refuses what `serve` refuses, with the same message: the two
 /// share the checks (TLS files, a gRPC listener for TLS, a zero deadline).
 #[test]
@@ -860,8 +931,8 @@ fn three_leasing_instances_never_pass_the_limit() {
     // A window of an hour and a bucket refilling one an hour, both leased:
     // 320 requests on 100, over three instances.
     let config = "[store]\ndeadline = \"10s\"\nexpected_instances = 3\n\n\
-        [[policy]]\nname = \"window\"\nalgorithm = \"fixed_window\"\nlimit = 100\nwindow = \"1h\"\nlease = \"auto\"\n\n\
-        [[policy]]\nname = \"bucket\"\nalgorithm = \"token_bucket\"\nrate = 1\nper = \"1h\"\nburst = 100\nlease = \"auto\"\n";
+        [[policy]]\nname = \"window\"\nalgorithm = \"fixed_window\"\nlimit = 100\nwindow = \"1h\"\nbatch = \"auto\"\n\n\
+        [[policy]]\nname = \"bucket\"\nalgorithm = \"token_bucket\"\nrate = 1\nper = \"1h\"\nburst = 100\nbatch = \"auto\"\n";
     let services: Vec<Service> = (0..3)
         .map(|_| Service::start(config, &["--redis", &server.url()]))
         .collect();

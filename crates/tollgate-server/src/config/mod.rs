@@ -48,7 +48,8 @@ use crate::descriptor::Descriptor;
 use crate::meters::PolicyMeters;
 use crate::status::Stats;
 
-/// One problem in a policy file.
+/// One problem in a policy file (or, in `Config::warnings`, one thing it
+/// should no longer say).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ConfigError {
     pub(crate) file: String,
@@ -89,6 +90,9 @@ pub(crate) struct Config {
     pub(crate) store: StoreSettings,
     /// `[erl]`: read in ERL mode only.
     pub(crate) erl: ErlSettings,
+    /// What the file may still say but should not (an old name), each
+    /// with its line: logged at WARN when parsed, printed by `validate`.
+    pub(crate) warnings: Vec<ConfigError>,
 }
 
 /// The policies of a file, in order, and the descriptors that map Envoy's
@@ -168,6 +172,7 @@ fn parse(file: &str, text: &str) -> Result<Config, Vec<ConfigError>> {
         vec![at(span, message)]
     })?;
     let mut errors = Vec::new();
+    let mut warnings = Vec::new();
     let mut policies: Vec<Policy> = Vec::new();
     let server = raw
         .server
@@ -213,6 +218,9 @@ fn parse(file: &str, text: &str) -> Result<Config, Vec<ConfigError>> {
                 Err(e) => errors.push(at(value.span(), format!("policy `{name}`: {e}"))),
             }
         }
+        if let Some((span, message)) = policy::deprecation(&raw) {
+            warnings.push(at(span, format!("policy `{name}`: {message}")));
+        }
         match policy::build(&raw) {
             Ok(policy) => policies.push(policy),
             Err((field_span, message)) => errors.push(at(
@@ -242,6 +250,9 @@ fn parse(file: &str, text: &str) -> Result<Config, Vec<ConfigError>> {
         }
     }
     if errors.is_empty() {
+        for warning in &warnings {
+            tracing::warn!("{warning}");
+        }
         Ok(Config {
             policies: PolicySet {
                 policies,
@@ -252,6 +263,7 @@ fn parse(file: &str, text: &str) -> Result<Config, Vec<ConfigError>> {
             server,
             store,
             erl,
+            warnings,
         })
     } else {
         Err(errors)

@@ -23,7 +23,11 @@ pub(super) struct RawPolicy {
     per: Option<Spanned<String>>,
     burst: Option<Spanned<i64>>,
     capacity: Option<Spanned<i64>>,
+    /// A concurrency policy's lease (a duration); on a window or a
+    /// bucket, the old name of `batch` (one release, with a warning).
     lease: Option<Spanned<String>>,
+    /// A window's or a bucket's hot-key batches: "auto" or "off".
+    batch: Option<Spanned<String>>,
     /// A fixed window's calendar: an IANA zone or `UTC`; `window` is then
     /// a period, `1d`, `1w`, `1mo` or `1y`.
     calendar: Option<Spanned<String>>,
@@ -43,7 +47,7 @@ pub(super) fn build(raw: &RawPolicy) -> Result<Policy, FieldError> {
     let algorithm = raw.algorithm.get_ref().as_str();
     let (allowed, policy): (&[&str], _) = match algorithm {
         "fixed_window" => (
-            &["limit", "window", "lease", "calendar"],
+            &["limit", "window", "batch", "calendar"],
             match &raw.calendar {
                 None => Policy::fixed_window(name, count(raw, "limit")?, duration(raw, "window")?),
                 Some(zone) => Policy::fixed_window_calendar(
@@ -53,36 +57,36 @@ pub(super) fn build(raw: &RawPolicy) -> Result<Policy, FieldError> {
                     zone.get_ref(),
                 ),
             }
-            .and_then(|p| p.with_lease(leased(raw)?)),
+            .and_then(|p| p.with_lease(batched(raw)?)),
         ),
         "sliding_window" => (
-            &["limit", "window", "lease"],
+            &["limit", "window", "batch"],
             Policy::sliding_window(name, count(raw, "limit")?, duration(raw, "window")?)
-                .and_then(|p| p.with_lease(leased(raw)?)),
+                .and_then(|p| p.with_lease(batched(raw)?)),
         ),
         "sliding_log" => (
             &["limit", "window"],
             Policy::sliding_log(name, count(raw, "limit")?, duration(raw, "window")?),
         ),
         "token_bucket" => (
-            &["rate", "per", "burst", "lease"],
+            &["rate", "per", "burst", "batch"],
             Policy::token_bucket(
                 name,
                 count(raw, "rate")?,
                 duration(raw, "per")?,
                 count(raw, "burst")?,
             )
-            .and_then(|p| p.with_lease(leased(raw)?)),
+            .and_then(|p| p.with_lease(batched(raw)?)),
         ),
         "gcra" => (
-            &["rate", "per", "burst", "lease"],
+            &["rate", "per", "burst", "batch"],
             Policy::gcra(
                 name,
                 count(raw, "rate")?,
                 duration(raw, "per")?,
                 count(raw, "burst")?,
             )
-            .and_then(|p| p.with_lease(leased(raw)?)),
+            .and_then(|p| p.with_lease(batched(raw)?)),
         ),
         "leaky_bucket" => (
             &["rate", "per", "capacity"],
@@ -107,7 +111,9 @@ pub(super) fn build(raw: &RawPolicy) -> Result<Policy, FieldError> {
         }
     };
     for (field, span) in raw.present() {
-        if !allowed.contains(&field) {
+        // `lease` is still read where `batch` applies (`batched`).
+        let old_batch = field == "lease" && allowed.contains(&"batch");
+        if !allowed.contains(&field) && !old_batch {
             return Err((
                 Some(span),
                 format!(
@@ -164,6 +170,7 @@ impl RawPolicy {
             ("window", self.window.as_ref().map(|v| v.span())),
             ("per", self.per.as_ref().map(|v| v.span())),
             ("lease", self.lease.as_ref().map(|v| v.span())),
+            ("batch", self.batch.as_ref().map(|v| v.span())),
             ("calendar", self.calendar.as_ref().map(|v| v.span())),
         ] {
             if let Some(span) = span {
@@ -210,17 +217,49 @@ fn count(raw: &RawPolicy, field: &'static str) -> Result<u64, FieldError> {
         })
 }
 
-/// A window's or a bucket's `lease`: "auto" answers it from leases (see
-/// `tollgate::store::leasing`), "off" or no field does not.
-fn leased(raw: &RawPolicy) -> Result<bool, tollgate::Error> {
-    match raw.lease.as_ref().map(|l| l.get_ref().as_str()) {
-        None | Some("off") => Ok(false),
-        Some("auto") => Ok(true),
-        Some(other) => Err(tollgate::Error::InvalidPolicy {
-            field: "lease",
-            reason: format!("`lease` is \"auto\" or \"off\", got {other:?}"),
+/// A window's or a bucket's `batch`: "auto" answers it from batches taken
+/// from the store (see `tollgate::store::leasing`), "off" or no field does
+/// not. `lease` is its old name, read for one release (`deprecation`
+/// warns); both at once is an error.
+fn batched(raw: &RawPolicy) -> Result<bool, tollgate::Error> {
+    let (field, value) = match (&raw.batch, &raw.lease) {
+        (Some(_), Some(_)) => {
+            return Err(tollgate::Error::InvalidPolicy {
+                field: "lease",
+                reason: "and `batch` are both set: `lease` is the old name of `batch` here, keep `batch` only".to_string(),
+            });
+        }
+        (Some(batch), None) => ("batch", batch),
+        (None, Some(lease)) => ("lease", lease),
+        (None, None) => return Ok(false),
+    };
+    match value.get_ref().as_str() {
+        "off" => Ok(false),
+        "auto" => Ok(true),
+        other => Err(tollgate::Error::InvalidPolicy {
+            field,
+            reason: format!("is \"auto\" or \"off\", got {other:?}"),
         }),
     }
+}
+
+/// The warning a policy's table earns, with its span: `lease` on a policy
+/// that takes `batch` (its old name, still read for one release).
+pub(super) fn deprecation(raw: &RawPolicy) -> Option<(Range<usize>, String)> {
+    let lease = raw.lease.as_ref()?;
+    let batches = matches!(
+        raw.algorithm.get_ref().as_str(),
+        "fixed_window" | "sliding_window" | "token_bucket" | "gcra"
+    );
+    batches.then(|| {
+        let value = lease.get_ref();
+        (
+            lease.span(),
+            format!(
+                "`lease = {value:?}` is deprecated: hot-key batches are `batch = {value:?}` (`lease` is read until the next release)"
+            ),
+        )
+    })
 }
 
 /// A calendar window's period, from `window`.

@@ -46,45 +46,102 @@ lease = "30s"
 }
 
 #[test]
-fn windows_and_buckets_opt_in_to_leases_and_other_values_are_named() {
-    let window = |algorithm: &str, lease: &str| {
+fn windows_and_buckets_opt_in_to_batches_and_other_values_are_named() {
+    let window = |algorithm: &str, field: &str, value: &str| {
         format!(
-            "[[policy]]\nname = \"a\"\nalgorithm = \"{algorithm}\"\nlimit = 10\nwindow = \"1s\"\nlease = \"{lease}\"\n"
+            "[[policy]]\nname = \"a\"\nalgorithm = \"{algorithm}\"\nlimit = 10\nwindow = \"1s\"\n{field} = \"{value}\"\n"
         )
     };
-    for algorithm in ["fixed_window", "sliding_window"] {
-        let set = parse("l.toml", &window(algorithm, "auto"))
-            .unwrap()
-            .policies;
-        assert!(set.get("a").unwrap().leased());
-        let set = parse("l.toml", &window(algorithm, "off")).unwrap().policies;
-        assert!(!set.get("a").unwrap().leased());
-        let e = parse("l.toml", &window(algorithm, "sometimes")).unwrap_err();
-        assert_eq!(e[0].line, 6, "{}", e[0]);
-        assert!(e[0].to_string().contains("lease"), "{}", e[0]);
-    }
-    let e = parse("l.toml", &window("sliding_log", "auto")).unwrap_err();
-    assert!(e[0].to_string().contains("lease"), "{}", e[0]);
-    // Buckets too.
-    let bucket = |algorithm: &str, lease: &str| {
+    let bucket = |algorithm: &str, field: &str, value: &str| {
         format!(
-            "[[policy]]\nname = \"a\"\nalgorithm = \"{algorithm}\"\nrate = 10\nper = \"1s\"\nburst = 5\nlease = \"{lease}\"\n"
+            "[[policy]]\nname = \"a\"\nalgorithm = \"{algorithm}\"\nrate = 10\nper = \"1s\"\nburst = 5\n{field} = \"{value}\"\n"
         )
     };
-    for algorithm in ["token_bucket", "gcra"] {
-        let set = parse("l.toml", &bucket(algorithm, "auto"))
-            .unwrap()
-            .policies;
-        assert!(set.get("a").unwrap().leased());
-        let set = parse("l.toml", &bucket(algorithm, "off")).unwrap().policies;
-        assert!(!set.get("a").unwrap().leased());
-        let e = parse("l.toml", &bucket(algorithm, "always")).unwrap_err();
-        assert_eq!(e[0].line, 7, "{}", e[0]);
+    // (algorithm, its table with one more field, that field's line)
+    let table = |algorithm: &str, field: &str, value: &str| match algorithm {
+        "fixed_window" | "sliding_window" => (window(algorithm, field, value), 6),
+        _ => (bucket(algorithm, field, value), 7),
+    };
+    for algorithm in ["fixed_window", "sliding_window", "token_bucket", "gcra"] {
+        let line = table(algorithm, "batch", "auto").1;
+        let config = parse("l.toml", &table(algorithm, "batch", "auto").0).unwrap();
+        assert!(config.policies.get("a").unwrap().leased(), "{algorithm}");
+        assert!(config.warnings.is_empty(), "{:?}", config.warnings);
+        let config = parse("l.toml", &table(algorithm, "batch", "off").0).unwrap();
+        assert!(!config.policies.get("a").unwrap().leased(), "{algorithm}");
+        let e = parse("l.toml", &table(algorithm, "batch", "always").0).unwrap_err();
+        assert_eq!(e[0].line, line, "{}", e[0]);
+        assert!(e[0].to_string().contains("`batch`"), "{}", e[0]);
         assert!(e[0].to_string().contains("\"always\""), "{}", e[0]);
     }
-    let leaky = "[[policy]]\nname = \"a\"\nalgorithm = \"leaky_bucket\"\nrate = 10\nper = \"1s\"\ncapacity = 5\nlease = \"auto\"\n";
+    // Where batches do not apply, `batch` is named as a field that does
+    // not, with the fields that do.
+    let e = parse("l.toml", &window("sliding_log", "batch", "auto")).unwrap_err();
+    assert_eq!(e[0].line, 6, "{}", e[0]);
+    assert!(
+        e[0].to_string()
+            .contains("field `batch` does not apply to sliding_log"),
+        "{}",
+        e[0]
+    );
+    let leaky = "[[policy]]\nname = \"a\"\nalgorithm = \"leaky_bucket\"\nrate = 10\nper = \"1s\"\ncapacity = 5\nbatch = \"auto\"\n";
     let e = parse("l.toml", leaky).unwrap_err();
-    assert!(e[0].to_string().contains("`lease`"), "{}", e[0]);
+    assert!(e[0].to_string().contains("`batch`"), "{}", e[0]);
+    let concurrency = "[[policy]]\nname = \"a\"\nalgorithm = \"concurrency\"\nlimit = 3\nlease = \"30s\"\nbatch = \"auto\"\n";
+    let e = parse("l.toml", concurrency).unwrap_err();
+    assert_eq!(e[0].line, 6, "{}", e[0]);
+    assert!(
+        e[0].to_string().contains("it takes limit, lease"),
+        "{}",
+        e[0]
+    );
+}
+
+#[test]
+fn lease_auto_is_still_read_with_a_warning_naming_batch() {
+    for (value, leased) in [("auto", true), ("off", false)] {
+        let text = format!(
+            "[[policy]]\nname = \"a\"\nalgorithm = \"gcra\"\nrate = 10\nper = \"1s\"\nburst = 5\nlease = \"{value}\"\n"
+        );
+        let config = parse("l.toml", &text).unwrap();
+        assert_eq!(config.policies.get("a").unwrap().leased(), leased);
+        let [warning] = &config.warnings[..] else {
+            panic!("one warning expected: {:?}", config.warnings);
+        };
+        assert_eq!(warning.line, 7, "{warning}");
+        assert!(
+            warning
+                .to_string()
+                .contains(&format!("`batch = \"{value}\"`")),
+            "{warning}"
+        );
+    }
+    // An old value that was wrong is still wrong, named by its field.
+    let text = "[[policy]]\nname = \"a\"\nalgorithm = \"fixed_window\"\nlimit = 10\nwindow = \"1s\"\nlease = \"30s\"\n";
+    let e = parse("l.toml", text).unwrap_err();
+    assert_eq!(e[0].line, 6, "{}", e[0]);
+    assert!(
+        e[0].to_string().contains("`lease` is \"auto\" or \"off\""),
+        "{}",
+        e[0]
+    );
+    // A concurrency lease is a duration, and no warning.
+    let text =
+        "[[policy]]\nname = \"a\"\nalgorithm = \"concurrency\"\nlimit = 3\nlease = \"30s\"\n";
+    assert!(parse("l.toml", text).unwrap().warnings.is_empty());
+}
+
+#[test]
+fn lease_and_batch_together_is_an_error_naming_both() {
+    let text = "[[policy]]\nname = \"a\"\nalgorithm = \"sliding_window\"\nlimit = 10\nwindow = \"1s\"\nbatch = \"auto\"\nlease = \"auto\"\n";
+    let e = parse("l.toml", text).unwrap_err();
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(e[0].line, 7, "{}", e[0]);
+    let message = e[0].to_string();
+    assert!(
+        message.contains("`lease`") && message.contains("`batch`"),
+        "{message}"
+    );
 }
 
 #[test]
