@@ -6,15 +6,15 @@
 //! timeouts are configured short; each event is waited for with a
 //! generous bound, never timed.
 
-use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tollgate_testkit::PATIENCE;
+
+mod common;
+
+use common::service::{Service, temp_dir};
 
 const POLICY: &str = r#"
 [[policy]]
@@ -24,98 +24,10 @@ limit = 3
 window = "1h"
 "#;
 
-fn temp_dir() -> PathBuf {
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "tollgate-connections-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// A running `tollgate serve` whose log is kept; killed when dropped.
-struct Service {
-    child: Child,
-    http: String,
-    grpc: Option<String>,
-    log: Arc<Mutex<String>>,
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Service {
-    /// `tollgate serve ARGS` with `[server] SERVER` and one policy in its
-    /// config file (given with `--config`).
-    fn start(server: &str, args: &[&str]) -> Service {
-        let config = temp_dir().join("tollgate.toml");
-        std::fs::write(&config, format!("[server]\n{server}\n{POLICY}")).unwrap();
-        let config = config.display().to_string();
-        let mut all = vec!["serve", "--listen", "127.0.0.1:0", "--config", &config];
-        all.extend_from_slice(args);
-        Service::run(&all)
-    }
-
-    /// `tollgate ARGS`, which must print where it listens first.
-    fn run(args: &[&str]) -> Service {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
-            .args(args)
-            .env_clear()
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let log = Arc::new(Mutex::new(String::new()));
-        let mut stderr = BufReader::new(child.stderr.take().unwrap());
-        let kept = log.clone();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            while stderr.read_line(&mut line).is_ok_and(|n| n > 0) {
-                kept.lock().unwrap().push_str(&line);
-                line.clear();
-            }
-        });
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let (mut first, mut second) = (String::new(), String::new());
-        stdout.read_line(&mut first).unwrap();
-        stdout.read_line(&mut second).unwrap();
-        std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
-        let http = first
-            .trim()
-            .strip_prefix("tollgate listening on http://")
-            .unwrap_or_else(|| panic!("unexpected first line {first:?}: {}", log.lock().unwrap()))
-            .to_string();
-        let grpc = second
-            .trim()
-            .strip_prefix("tollgate gRPC (Envoy rate limit service) on ")
-            .map(str::to_string);
-        Service {
-            child,
-            http,
-            grpc,
-            log,
-        }
-    }
-
-    /// Waits until the log holds `needle`.
-    fn wait_for_log(&self, needle: &str) {
-        let start = Instant::now();
-        while !self.log.lock().unwrap().contains(needle) {
-            assert!(
-                start.elapsed() < PATIENCE,
-                "no {needle:?} in the log: {}",
-                self.log.lock().unwrap()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
+/// `tollgate serve ARGS` with `[server] SERVER` and one policy in its
+/// config file.
+fn start(server: &str, args: &[&str]) -> Service {
+    Service::with_config(&format!("[server]\n{server}\n{POLICY}"), args)
 }
 
 fn connect(addr: &str) -> TcpStream {
@@ -175,25 +87,25 @@ fn healthz_on(stream: &mut TcpStream) -> String {
 
 #[test]
 fn an_idle_connection_is_closed_on_both_listeners() {
-    let svc = Service::start(
+    let svc = start(
         "idle_timeout = \"1s\"\nheader_timeout = \"1h\"",
         &["--grpc-listen", "127.0.0.1:0"],
     );
-    let mut http = connect(&svc.http);
+    let mut http = connect(&svc.addr);
     let mut grpc = connect(svc.grpc.as_ref().unwrap());
     assert_eq!(until_closed(&mut http), "");
     // (gRPC's server speaks first: its HTTP/2 settings.)
     until_closed(&mut grpc);
     // Idle after a request too.
-    let mut used = connect(&svc.http);
+    let mut used = connect(&svc.addr);
     assert_eq!(healthz_on(&mut used), "HTTP/1.1 200 OK");
     assert_eq!(until_closed(&mut used), "");
 }
 
 #[test]
 fn a_trickled_head_is_cut() {
-    let svc = Service::start("header_timeout = \"1s\"\nidle_timeout = \"1h\"", &[]);
-    let mut stream = connect(&svc.http);
+    let svc = start("header_timeout = \"1s\"\nidle_timeout = \"1h\"", &[]);
+    let mut stream = connect(&svc.addr);
     let head = format!(
         "GET /healthz HTTP/1.1\r\nHost: t\r\nX-Slow: {}",
         "a".repeat(600)
@@ -204,8 +116,8 @@ fn a_trickled_head_is_cut() {
 
 #[test]
 fn a_trickled_body_is_cut_with_a_json_408() {
-    let svc = Service::start("body_timeout = \"1s\"\nidle_timeout = \"1h\"", &[]);
-    let mut stream = connect(&svc.http);
+    let svc = start("body_timeout = \"1s\"\nidle_timeout = \"1h\"", &[]);
+    let mut stream = connect(&svc.addr);
     stream
         .write_all(b"POST /v1/check HTTP/1.1\r\nHost: t\r\nContent-Length: 600\r\n\r\n{")
         .unwrap();
@@ -217,11 +129,11 @@ fn a_trickled_body_is_cut_with_a_json_408() {
 
 #[test]
 fn over_the_cap_a_connection_is_closed_and_logged_while_those_within_are_answered() {
-    let svc = Service::start("max_connections = 2", &["--grpc-listen", "127.0.0.1:0"]);
-    let mut first = connect(&svc.http);
+    let svc = start("max_connections = 2", &["--grpc-listen", "127.0.0.1:0"]);
+    let mut first = connect(&svc.addr);
     assert_eq!(healthz_on(&mut first), "HTTP/1.1 200 OK");
-    let second = connect(&svc.http);
-    let mut third = connect(&svc.http);
+    let second = connect(&svc.addr);
+    let mut third = connect(&svc.addr);
     assert_eq!(until_closed(&mut third), "");
     svc.wait_for_log("the HTTP listener holds its cap of 2 connections");
     assert_eq!(healthz_on(&mut first), "HTTP/1.1 200 OK");
@@ -229,7 +141,7 @@ fn over_the_cap_a_connection_is_closed_and_logged_while_those_within_are_answere
     drop(second);
     let start = Instant::now();
     loop {
-        let mut again = connect(&svc.http);
+        let mut again = connect(&svc.addr);
         if again
             .write_all(b"GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
             .is_ok()
@@ -259,24 +171,27 @@ fn erl_mode_takes_the_limits_of_its_config_and_the_flag() {
     let toml = dir.join("tollgate.toml");
     std::fs::write(&toml, format!("[server]\nidle_timeout = \"1s\"\n{POLICY}")).unwrap();
     let yaml = dir.join("config.yaml");
-    let svc = Service::run(&[
-        "serve",
-        "--envoy-config",
-        yaml.to_str().unwrap(),
-        "--config",
-        toml.to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-        "--grpc-listen",
-        "127.0.0.1:0",
-        "--max-connections",
-        "1",
-    ]);
+    let svc = Service::run(
+        &[
+            "serve",
+            "--envoy-config",
+            yaml.to_str().unwrap(),
+            "--config",
+            toml.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--grpc-listen",
+            "127.0.0.1:0",
+            "--max-connections",
+            "1",
+        ],
+        &[],
+    );
     let grpc = svc.grpc.as_ref().unwrap();
     let mut idle = connect(grpc);
     until_closed(&mut idle);
-    let _held = connect(&svc.http);
-    let mut over = connect(&svc.http);
+    let _held = connect(&svc.addr);
+    let mut over = connect(&svc.addr);
     assert_eq!(until_closed(&mut over), "");
     svc.wait_for_log("the HTTP listener holds its cap of 1 connections");
 }

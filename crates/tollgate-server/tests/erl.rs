@@ -5,13 +5,9 @@
 //!
 //! Kept whole on purpose: one concern, ERL mode run end to end with one set of process helpers.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
@@ -23,6 +19,7 @@ use tollgate_testkit::RedisServer;
 
 mod common;
 
+use common::service::{Service, temp_dir};
 use common::tls::certificates;
 
 /// What tollgate adds to ERL when asked: `tollgate_policy`, the IETF
@@ -54,17 +51,6 @@ const SERVE: &[&str] = &[
     "--envoy-config",
 ];
 
-fn temp_dir() -> PathBuf {
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "tollgate-erl-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 /// The instant (2027-01-15T08:00:00Z, the start of a minute, an hour and
 /// no day) every service here decides at: its clock is pinned there
 /// (`TOLLGATE_TEST_CLOCK_MS`, for tests only), so that no window turns
@@ -83,122 +69,25 @@ fn tollgate(args: &[&str], env: &[(&str, &str)]) -> Command {
     cmd
 }
 
-/// A running `tollgate serve` in ERL mode; killed when dropped.
-struct Service {
-    child: Child,
-    http: String,
-    grpc: String,
-    stderr: Arc<Mutex<String>>,
+/// `tollgate serve` in ERL mode on `dir`, with only the variables `env`
+/// and the pinned clock.
+fn start(dir: &Path, env: &[(&str, &str)]) -> Service {
+    start_with(dir, &[], env)
 }
 
-impl Service {
-    fn start(dir: &Path, env: &[(&str, &str)]) -> Service {
-        Service::start_with(dir, &[], env)
-    }
-
-    /// With `args` after the config's path.
-    fn start_with(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Service {
-        let mut child = tollgate(
-            &[
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--grpc-listen",
-                "127.0.0.1:0",
-                "--envoy-config",
-            ],
-            env,
-        )
-        .arg(dir)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let mut err = BufReader::new(child.stderr.take().unwrap());
-        let sink = stderr.clone();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            while err.read_line(&mut line).is_ok_and(|n| n > 0) {
-                sink.lock().unwrap().push_str(&line);
-                line.clear();
-            }
-        });
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let (mut http, mut grpc) = (String::new(), String::new());
-        out.read_line(&mut http).unwrap();
-        out.read_line(&mut grpc).unwrap();
-        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-        let http = http
-            .trim()
-            .strip_prefix("tollgate listening on http://")
-            .unwrap_or_else(|| {
-                panic!(
-                    "unexpected first line {http:?}; stderr: {}",
-                    stderr.lock().unwrap()
-                )
-            })
-            .to_string();
-        let grpc = grpc.trim().rsplit(' ').next().unwrap().to_string();
-        Service {
-            child,
-            http,
-            grpc,
-            stderr,
-        }
-    }
-
-    /// One HTTP/1.1 request: status and body.
-    fn http(&self, method: &str, path: &str, body: &str) -> (u16, String) {
-        let mut stream = TcpStream::connect(&self.http).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        write!(
-            stream,
-            "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
-        let mut raw = String::new();
-        stream.read_to_string(&mut raw).unwrap();
-        let (head, body) = raw.split_once("\r\n\r\n").unwrap();
-        let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-        (status, body.to_string())
-    }
-
-    fn json(&self, body: Value) -> (u16, Value) {
-        let (status, body) = self.http("POST", "/json", &body.to_string());
-        let value = serde_json::from_str(&body).unwrap_or(Value::String(body));
-        (status, value)
-    }
-
-    async fn client(&self) -> RateLimitServiceClient<tonic::transport::Channel> {
-        RateLimitServiceClient::connect(format!("http://{}", self.grpc))
-            .await
-            .unwrap()
-    }
-
-    /// Waits (up to 20 s) until stderr holds `text`.
-    fn wait_for_log(&self, text: &str) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !self.stderr.lock().unwrap().contains(text) {
-            assert!(
-                Instant::now() < deadline,
-                "no {text:?} in stderr: {}",
-                self.stderr.lock().unwrap()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
+/// [`start`] with more flags.
+fn start_with(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Service {
+    let clock = (PINNED_S * 1000).to_string();
+    let mut env = env.to_vec();
+    env.push(("TOLLGATE_TEST_CLOCK_MS", &clock));
+    Service::erl_with(dir, args, &env)
 }
 
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `POST /json` (ERL's JSON endpoint): status and body, as JSON when it is.
+fn erl_json(svc: &Service, body: Value) -> (u16, Value) {
+    let (status, body) = svc.http("POST", "/json", &body.to_string());
+    let value = serde_json::from_str(&body).unwrap_or(Value::String(body));
+    (status, value)
 }
 
 fn request(domain: &str, entries: &[(&str, &str)]) -> RateLimitRequest {
@@ -229,7 +118,7 @@ async fn ask(
 async fn grpc_json_and_health_answer_as_erl_does() {
     let dir = temp_dir();
     std::fs::write(dir.join("edge.yaml"), CONFIG).unwrap();
-    let svc = Service::start(&dir, &[]);
+    let svc = start(&dir, &[]);
     let mut client = svc.client().await;
 
     let r = ask(
@@ -240,7 +129,10 @@ async fn grpc_json_and_health_answer_as_erl_does() {
     .unwrap();
     assert_eq!(r.overall_code, Code::Ok as i32);
     assert_eq!(r.statuses[0].limit_remaining, 2);
-    let (status, body) = svc.json(json!({"domain": "edge", "descriptors": [{"entries": [{"key": "remote_address", "value": "10.0.0.1"}]}]}));
+    let (status, body) = erl_json(
+        &svc,
+        json!({"domain": "edge", "descriptors": [{"entries": [{"key": "remote_address", "value": "10.0.0.1"}]}]}),
+    );
     assert_eq!(status, 200);
     assert_eq!(body["overallCode"], "OK");
     assert_eq!(body["statuses"][0]["limitRemaining"], 1);
@@ -250,8 +142,14 @@ async fn grpc_json_and_health_answer_as_erl_does() {
     );
     // the whole minute: the clock stands at its start
     assert_eq!(body["statuses"][0]["durationUntilReset"], "60s");
-    svc.json(json!({"domain": "edge", "descriptors": [{"entries": [{"key": "remote_address", "value": "10.0.0.1"}]}]}));
-    let (status, body) = svc.json(json!({"domain": "edge", "descriptors": [{"entries": [{"key": "remote_address", "value": "10.0.0.1"}]}]}));
+    erl_json(
+        &svc,
+        json!({"domain": "edge", "descriptors": [{"entries": [{"key": "remote_address", "value": "10.0.0.1"}]}]}),
+    );
+    let (status, body) = erl_json(
+        &svc,
+        json!({"domain": "edge", "descriptors": [{"entries": [{"key": "remote_address", "value": "10.0.0.1"}]}]}),
+    );
     assert_eq!(
         (status, body["overallCode"].as_str()),
         (429, Some("OVER_LIMIT"))
@@ -261,8 +159,10 @@ async fn grpc_json_and_health_answer_as_erl_does() {
         "{body}"
     );
     // unknown domain: OK with no limit
-    let (status, body) =
-        svc.json(json!({"domain": "other", "descriptors": [{"entries": [{"key": "a"}]}]}));
+    let (status, body) = erl_json(
+        &svc,
+        json!({"domain": "other", "descriptors": [{"entries": [{"key": "a"}]}]}),
+    );
     assert_eq!(
         (status, body),
         (
@@ -289,7 +189,7 @@ async fn grpc_json_and_health_answer_as_erl_does() {
     );
 
     assert_eq!(svc.http("GET", "/healthcheck", ""), (200, "OK".to_string()));
-    let channel = tonic::transport::Channel::from_shared(format!("http://{}", svc.grpc))
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", svc.grpc()))
         .unwrap()
         .connect()
         .await
@@ -313,7 +213,7 @@ async fn grpc_json_and_health_answer_as_erl_does() {
 async fn reloads_on_change_and_keeps_the_running_config_when_the_new_one_is_bad() {
     let dir = temp_dir();
     std::fs::write(dir.join("edge.yaml"), CONFIG).unwrap();
-    let svc = Service::start(&dir, &[]);
+    let svc = start(&dir, &[]);
     let mut client = svc.client().await;
     let r = ask(&mut client, request("edge", &[("remote_address", "a")]))
         .await
@@ -336,9 +236,7 @@ async fn reloads_on_change_and_keeps_the_running_config_when_the_new_one_is_bad(
     std::fs::write(dir.join("more/copy.yml"), CONFIG).unwrap();
     svc.wait_for_log("reload refused");
     assert!(
-        svc.stderr
-            .lock()
-            .unwrap()
+        svc.log()
             .contains("copy.yml: duplicate domain 'edge' in config file")
     );
     let r = ask(&mut client, request("edge", &[("remote_address", "a")]))
@@ -356,7 +254,7 @@ async fn reloads_on_change_and_keeps_the_running_config_when_the_new_one_is_bad(
 async fn a_reload_that_drops_every_limit_or_explodes_is_refused() {
     let dir = temp_dir();
     std::fs::write(dir.join("edge.yaml"), CONFIG).unwrap();
-    let svc = Service::start(&dir, &[]);
+    let svc = start(&dir, &[]);
     let mut client = svc.client().await;
     let remaining = async |client: &mut RateLimitServiceClient<tonic::transport::Channel>| {
         ask(client, request("edge", &[("remote_address", "a")]))
@@ -378,7 +276,7 @@ async fn a_reload_that_drops_every_limit_or_explodes_is_refused() {
 
     std::fs::remove_file(dir.join("edge.yaml")).unwrap();
     svc.wait_for_log("no domain is defined where 1 are in force");
-    let log = svc.stderr.lock().unwrap().clone();
+    let log = svc.log();
     let line = log
         .lines()
         .find(|l| l.contains("no domain is defined"))
@@ -533,7 +431,7 @@ async fn grpc_over_mutual_tls_refuses_a_client_without_a_certificate() {
     let (ca, client_cert, client_key) = certificates(&certs);
     let path = |name: &str| certs.join(name).display().to_string();
     let (cert, key, client_ca) = (path("server.pem"), path("server.key"), path("ca.pem"));
-    let svc = Service::start(
+    let svc = start(
         &dir,
         &[
             ("GRPC_SERVER_USE_TLS", "true"),
@@ -545,7 +443,7 @@ async fn grpc_over_mutual_tls_refuses_a_client_without_a_certificate() {
     let tls = ClientTlsConfig::new()
         .ca_certificate(Certificate::from_pem(&ca))
         .domain_name("localhost");
-    let url = format!("https://{}", svc.grpc);
+    let url = format!("https://{}", svc.grpc());
 
     let with_cert = tls
         .clone()
@@ -585,7 +483,7 @@ async fn grpc_over_mutual_tls_refuses_a_client_without_a_certificate() {
         "a client without a certificate was served"
     );
     // plaintext is refused too
-    let plain = RateLimitServiceClient::connect(format!("http://{}", svc.grpc)).await;
+    let plain = RateLimitServiceClient::connect(format!("http://{}", svc.grpc())).await;
     if let Ok(mut plain) = plain {
         assert!(
             ask(&mut plain, request("edge", &[("a", "b")]))

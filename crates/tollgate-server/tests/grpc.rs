@@ -1,9 +1,6 @@
 //! Envoy's rate limit gRPC API of `tollgate serve`, driven by a real tonic
 //! client built from envoy-types, as Envoy would call it.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
-
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::{
     Entry, RateLimitOverride,
@@ -16,6 +13,8 @@ use envoy_types::pb::envoy::r#type::v3::RateLimitUnit;
 
 mod common;
 
+use common::service::{Service, temp_dir};
+
 /// The instant (2027-01-15T08:00:00Z, the start of a minute and of an
 /// hour) every service here decides at: its clock is pinned there
 /// (`TOLLGATE_TEST_CLOCK_MS`, for tests only), so that no window turns
@@ -24,74 +23,15 @@ const PINNED_MS: &str = "1800000000000";
 
 const CONFIG: &str = include_str!("common/grpc.toml");
 
-struct Service {
-    child: Child,
-    http: String,
-    grpc: String,
-}
-
-impl Service {
-    /// `GET /metrics` over HTTP.
-    fn metrics(&self) -> String {
-        use std::io::{Read, Write};
-        let mut s = std::net::TcpStream::connect(&self.http).unwrap();
-        write!(
-            s,
-            "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).unwrap();
-        out
-    }
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
+/// `tollgate serve` with gRPC, on `CONFIG`, its clock pinned.
 fn start() -> Service {
-    // One directory per service: tests run at once.
-    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("tollgate-grpc-{}-{n}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("tollgate.toml");
+    let path = temp_dir().join("tollgate.toml");
     std::fs::write(&path, CONFIG).unwrap();
-    let mut child = common::tollgate()
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--grpc-listen",
-            "127.0.0.1:0",
-            "--config",
-        ])
-        .arg(&path)
-        .env("TOLLGATE_TEST_CLOCK_MS", PINNED_MS)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let (mut http, mut grpc) = (String::new(), String::new());
-    out.read_line(&mut http).unwrap();
-    out.read_line(&mut grpc).unwrap();
-    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-    let grpc = grpc
-        .trim()
-        .rsplit(' ')
-        .next()
-        .unwrap_or_else(|| panic!("no gRPC line: {grpc:?}"))
-        .to_string();
-    let http = http
-        .trim()
-        .trim_start_matches("tollgate listening on http://")
-        .to_string();
-    Service { child, http, grpc }
+    Service::start_env(
+        &path,
+        &["--grpc-listen", "127.0.0.1:0"],
+        &[("TOLLGATE_TEST_CLOCK_MS", PINNED_MS)],
+    )
 }
 
 fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
@@ -127,7 +67,7 @@ async fn ask(
 #[tokio::test]
 async fn should_rate_limit_answers_like_envoys_rate_limit_service() {
     let service = start();
-    let mut client = RateLimitServiceClient::connect(format!("http://{}", service.grpc))
+    let mut client = RateLimitServiceClient::connect(format!("http://{}", service.grpc()))
         .await
         .unwrap();
     let ip = || descriptor(&[("remote_address", "10.0.0.1")]);
@@ -207,7 +147,7 @@ async fn should_rate_limit_answers_like_envoys_rate_limit_service() {
         "5 hits on a limit of 3"
     );
 
-    let metrics = service.metrics();
+    let metrics = service.request("GET", "/metrics", "");
     assert!(
         metrics.contains("tollgate_grpc_requests_total{method=\"ShouldRateLimit\",code=\"ok\"}"),
         "{metrics}"
@@ -222,7 +162,7 @@ async fn should_rate_limit_answers_like_envoys_rate_limit_service() {
 #[tokio::test]
 async fn limit_overrides_count_as_envoys_service_does() {
     let service = start();
-    let mut client = RateLimitServiceClient::connect(format!("http://{}", service.grpc))
+    let mut client = RateLimitServiceClient::connect(format!("http://{}", service.grpc()))
         .await
         .unwrap();
     let with =

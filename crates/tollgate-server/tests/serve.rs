@@ -2,19 +2,20 @@
 //! binary on an ephemeral port, spoken to over real sockets; the memory
 //! store and Redis servers that the tests start.
 //!
-//! Kept whole on purpose: one concern, the binary as users run it, with one set of process helpers.
+//! Kept whole on purpose: one concern, the binary as users run it; its
+//! process helpers are `common`'s.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tollgate_testkit::{PATIENCE, RedisSentinel, RedisServer};
+use tollgate_testkit::{RedisSentinel, RedisServer};
 
 mod common;
+
+use common::service::{Service, temp_dir};
 
 const CONFIG: &str = r#"
 [[policy]]
@@ -37,180 +38,9 @@ limit = 1
 lease = "30s"
 "#;
 
-fn temp_dir() -> PathBuf {
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "tollgate-serve-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// A running `tollgate serve`; killed when dropped.
-struct Service {
-    child: Child,
-    addr: String,
-    config: PathBuf,
-}
-
-impl Service {
-    fn start(config: &str, extra: &[&str]) -> Service {
-        let path = temp_dir().join("tollgate.toml");
-        std::fs::write(&path, config).unwrap();
-        let mut child = common::tollgate()
-            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-            .arg(&path)
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut first = String::new();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        stdout.read_line(&mut first).unwrap();
-        // Keep reading, so the service never writes into a closed pipe.
-        std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
-        let addr = first
-            .trim()
-            .strip_prefix("tollgate listening on http://")
-            .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
-            .to_string();
-        Service {
-            child,
-            addr,
-            config: path,
-        }
-    }
-
-    /// One HTTP/1.1 request; status, headers (lower-case names), body.
-    fn request(&self, method: &str, path: &str, body: &str, headers: &[(&str, &str)]) -> Reply {
-        let mut stream = TcpStream::connect(&self.addr).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        let mut head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
-            self.addr,
-            body.len()
-        );
-        for (k, v) in headers {
-            head.push_str(&format!("{k}: {v}\r\n"));
-        }
-        head.push_str("\r\n");
-        stream.write_all(head.as_bytes()).unwrap();
-        stream.write_all(body.as_bytes()).unwrap();
-        let mut raw = Vec::new();
-        stream.read_to_end(&mut raw).unwrap();
-        Reply::parse(&raw)
-    }
-
-    fn post(&self, path: &str, body: Value) -> Reply {
-        self.request("POST", path, &body.to_string(), &[])
-    }
-
-    /// Polls `/v1/stats` until its last reload matches `seen` (or
-    /// `PATIENCE` passes, and the test fails on it); that reload.
-    fn last_reload(&self, seen: impl Fn(&Value) -> bool) -> Value {
-        let t = Instant::now();
-        loop {
-            let reload = self.request("GET", "/v1/stats", "", &[]).json()["reload"].clone();
-            if seen(&reload) {
-                return reload;
-            }
-            assert!(t.elapsed() < PATIENCE, "last reload: {reload}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn signal(&self, name: &str) {
-        Command::new("kill")
-            .args([&format!("-{name}"), &self.child.id().to_string()])
-            .status()
-            .unwrap();
-    }
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-#[derive(Debug)]
-struct Reply {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
-}
-
-impl Reply {
-    fn parse(raw: &[u8]) -> Reply {
-        let text = String::from_utf8_lossy(raw);
-        let (head, body) = text.split_once("\r\n\r\n").expect("a full response");
-        let mut lines = head.lines();
-        let status = lines
-            .next()
-            .unwrap()
-            .split(' ')
-            .nth(1)
-            .unwrap()
-            .parse()
-            .unwrap();
-        let headers = lines
-            .filter_map(|l| l.split_once(": "))
-            .map(|(k, v)| (k.to_ascii_lowercase(), v.to_string()))
-            .collect();
-        // Bodies may be chunked; the JSON is what matters here.
-        let body = if head
-            .to_ascii_lowercase()
-            .contains("transfer-encoding: chunked")
-        {
-            dechunk(body)
-        } else {
-            body.to_string()
-        };
-        Reply {
-            status,
-            headers,
-            body,
-        }
-    }
-
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {:?}", self.body))
-    }
-
-    fn error_code(&self) -> String {
-        self.json()["error"]["code"].as_str().unwrap().to_string()
-    }
-}
-
-fn dechunk(mut body: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = body.split_once("\r\n") {
-        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-        if n == 0 {
-            break;
-        }
-        out.push_str(&rest[..n]);
-        body = &rest[n + 2..];
-    }
-    out
-}
-
 #[test]
 fn check_admits_then_denies_with_headers_and_json() {
-    let s = Service::start(CONFIG, &[]);
+    let s = Service::with_config(CONFIG, &[]);
     for i in 0..3 {
         let r = s.post("/v1/check", json!({"policy": "books", "key": "user-42"}));
         assert_eq!(r.status, 200, "{r:?}");
@@ -252,7 +82,7 @@ fn check_admits_then_denies_with_headers_and_json() {
 
 #[test]
 fn batches_reservations_leases_resets_and_listings() {
-    let s = Service::start(CONFIG, &[]);
+    let s = Service::with_config(CONFIG, &[]);
     // Atomic: the bucket has 5, the window 3: cost 4 fails the window, so
     // the bucket keeps its 5.
     let r = s.post(
@@ -325,7 +155,7 @@ fn batches_reservations_leases_resets_and_listings() {
             .status,
         429
     );
-    let r = s.request("DELETE", "/v1/keys/books/k", "", &[]);
+    let r = s.call("DELETE", "/v1/keys/books/k", "", &[]);
     assert_eq!(r.status, 200);
     assert_eq!(
         s.post("/v1/check", json!({"policy": "books", "key": "k"}))
@@ -333,7 +163,7 @@ fn batches_reservations_leases_resets_and_listings() {
         200
     );
 
-    let list = s.request("GET", "/v1/policies", "", &[]).json();
+    let list = s.call("GET", "/v1/policies", "", &[]).json();
     let names: Vec<&str> = list["policies"]
         .as_array()
         .unwrap()
@@ -341,9 +171,9 @@ fn batches_reservations_leases_resets_and_listings() {
         .map(|p| p["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["books", "api", "reports"]);
-    assert_eq!(s.request("GET", "/healthz", "", &[]).status, 200);
-    assert_eq!(s.request("GET", "/readyz", "", &[]).json()["ready"], true);
-    let metrics = s.request("GET", "/metrics", "", &[]);
+    assert_eq!(s.call("GET", "/healthz", "", &[]).status, 200);
+    assert_eq!(s.call("GET", "/readyz", "", &[]).json()["ready"], true);
+    let metrics = s.call("GET", "/metrics", "", &[]);
     assert!(metrics.body.contains(
         "tollgate_decisions_total{policy=\"books\",outcome=\"allowed\",source=\"store\"}"
     ));
@@ -353,7 +183,7 @@ fn batches_reservations_leases_resets_and_listings() {
 
 #[test]
 fn every_bad_request_gets_its_code() {
-    let s = Service::start(CONFIG, &[]);
+    let s = Service::with_config(CONFIG, &[]);
     let cases: Vec<(&str, String, u16, &str, &str)> = vec![
         (
             "/v1/check",
@@ -451,7 +281,7 @@ fn every_bad_request_gets_its_code() {
         ),
     ];
     for (path, body, status, code, needle) in cases {
-        let r = s.request("POST", path, &body, &[]);
+        let r = s.call("POST", path, &body, &[]);
         assert_eq!(r.status, status, "{path} {:.80}: {r:?}", body);
         assert_eq!(r.error_code(), code, "{:.80}", body);
         let message = r.json()["error"]["message"].as_str().unwrap().to_string();
@@ -464,34 +294,34 @@ fn every_bad_request_gets_its_code() {
 
 #[test]
 fn a_token_guards_everything_but_healthz() {
-    let s = Service::start(CONFIG, &["--token", "s3cret"]);
+    let s = Service::with_config(CONFIG, &["--token", "s3cret"]);
     let body = json!({"policy": "books", "key": "k"}).to_string();
-    let r = s.request("POST", "/v1/check", &body, &[]);
+    let r = s.call("POST", "/v1/check", &body, &[]);
     assert_eq!(
         (r.status, r.error_code()),
         (401, "unauthorized".to_string())
     );
-    let r = s.request(
+    let r = s.call(
         "POST",
         "/v1/check",
         &body,
         &[("Authorization", "Bearer wrong")],
     );
     assert_eq!(r.status, 401);
-    let r = s.request(
+    let r = s.call(
         "POST",
         "/v1/check",
         &body,
         &[("Authorization", "Bearer s3cret")],
     );
     assert_eq!(r.status, 200);
-    assert_eq!(s.request("GET", "/healthz", "", &[]).status, 200);
-    assert_eq!(s.request("GET", "/metrics", "", &[]).status, 401);
+    assert_eq!(s.call("GET", "/healthz", "", &[]).status, 200);
+    assert_eq!(s.call("GET", "/metrics", "", &[]).status, 401);
 }
 
 #[test]
 fn sighup_reloads_and_a_bad_config_keeps_the_old_one() {
-    let s = Service::start(CONFIG, &[]);
+    let s = Service::with_config(CONFIG, &[]);
     assert_eq!(
         s.post("/v1/check", json!({"policy": "new", "key": "k"}))
             .status,
@@ -500,7 +330,7 @@ fn sighup_reloads_and_a_bad_config_keeps_the_old_one() {
     let added = format!(
         "{CONFIG}\n[[policy]]\nname = \"new\"\nalgorithm = \"fixed_window\"\nlimit = 1\nwindow = \"1m\"\n"
     );
-    std::fs::write(&s.config, added).unwrap();
+    std::fs::write(s.config(), added).unwrap();
     s.signal("HUP");
     let reload = s.last_reload(|r| r["ok"] == true);
     assert!(
@@ -514,7 +344,7 @@ fn sighup_reloads_and_a_bad_config_keeps_the_old_one() {
         "reloaded"
     );
     std::fs::write(
-        &s.config,
+        s.config(),
         "[[policy]]\nname = \"broken\"\nalgorithm = \"nope\"\n",
     )
     .unwrap();
@@ -544,8 +374,7 @@ fn sighup_reloads_and_a_bad_config_keeps_the_old_one() {
 fn await_reload(s: &Service, done: impl Fn(&Value) -> bool) -> Value {
     let t = Instant::now();
     loop {
-        let stats: Value =
-            serde_json::from_str(&s.request("GET", "/v1/stats", "", &[]).body).unwrap();
+        let stats: Value = serde_json::from_str(&s.call("GET", "/v1/stats", "", &[]).body).unwrap();
         if done(&stats["reload"]) {
             return stats["reload"].clone();
         }
@@ -562,11 +391,11 @@ fn await_reload(s: &Service, done: impl Fn(&Value) -> bool) -> Value {
 fn watched(s: &Service) {
     let t = Instant::now();
     for n in 1.. {
-        std::fs::write(&s.config, format!("{CONFIG}{}", "\n".repeat(n))).unwrap();
+        std::fs::write(s.config(), format!("{CONFIG}{}", "\n".repeat(n))).unwrap();
         let tried = Instant::now();
         while tried.elapsed() < Duration::from_secs(3) {
             let stats: Value =
-                serde_json::from_str(&s.request("GET", "/v1/stats", "", &[]).body).unwrap();
+                serde_json::from_str(&s.call("GET", "/v1/stats", "", &[]).body).unwrap();
             if stats["reload"]["ok"] == true {
                 return;
             }
@@ -584,7 +413,7 @@ fn watched(s: &Service) {
 /// `/v1/stats` shows the refusal and counts it.
 #[test]
 fn a_reload_that_would_drop_every_policy_is_refused() {
-    let s = Service::start(CONFIG, &[]);
+    let s = Service::with_config(CONFIG, &[]);
     let books = || {
         s.post(
             "/v1/check",
@@ -593,7 +422,7 @@ fn a_reload_that_would_drop_every_policy_is_refused() {
         .status
     };
     watched(&s);
-    std::fs::write(&s.config, "").unwrap();
+    std::fs::write(s.config(), "").unwrap();
     let reload = await_reload(&s, |r| r["refused"] == 1);
     assert_eq!(reload["ok"], false);
     assert!(
@@ -605,7 +434,7 @@ fn a_reload_that_would_drop_every_policy_is_refused() {
     );
     assert_eq!(books(), 200, "the policies stay");
     std::fs::write(
-        &s.config,
+        s.config(),
         "# nothing left
 [store]
 ",
@@ -620,7 +449,7 @@ fn a_reload_that_would_drop_every_policy_is_refused() {
         "{reload}"
     );
     assert_eq!(books(), 200, "the policies stay");
-    std::fs::write(&s.config, CONFIG.replace("\"books\"", "\"novels\"")).unwrap();
+    std::fs::write(s.config(), CONFIG.replace("\"books\"", "\"novels\"")).unwrap();
     let reload = await_reload(&s, |r| r["ok"] == true);
     assert_eq!(reload["refused"], 2);
     assert_eq!(books(), 404, "the new file is in force");
@@ -630,7 +459,7 @@ fn a_reload_that_would_drop_every_policy_is_refused() {
 /// happens to parse is put in force while the writer is still writing.
 #[test]
 fn a_file_still_being_written_is_not_applied() {
-    let s = Service::start(CONFIG, &[]);
+    let s = Service::with_config(CONFIG, &[]);
     watched(&s);
     let policy = |i: usize| {
         format!(
@@ -639,7 +468,7 @@ fn a_file_still_being_written_is_not_applied() {
     };
     let count = 60;
     let writer = {
-        let path = s.config.clone();
+        let path = s.config().to_path_buf();
         std::thread::spawn(move || {
             let mut file = std::fs::File::create(&path).unwrap();
             for i in 0..count {
@@ -670,27 +499,19 @@ fn a_file_still_being_written_is_not_applied() {
 
 #[test]
 fn sigterm_finishes_and_exits_0() {
-    let mut s = Service::start(CONFIG, &[]);
+    let mut s = Service::with_config(CONFIG, &[]);
     assert_eq!(
         s.post("/v1/check", json!({"policy": "books", "key": "k"}))
             .status,
         200
     );
     s.signal("TERM");
-    let t = Instant::now();
-    let status = loop {
-        if let Some(status) = s.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(t.elapsed() < PATIENCE, "did not stop");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    assert_eq!(status.code(), Some(0));
+    assert_eq!(s.wait_for_exit().code(), Some(0));
 }
 
 #[test]
 fn check_and_validate_exit_codes() {
-    let s = Service::start(CONFIG, &[]);
+    let s = Service::with_config(CONFIG, &[]);
     let url = format!("http://{}", s.addr);
     let check = |cost: &str| {
         common::tollgate()
@@ -908,7 +729,7 @@ fn three_instances_on_one_redis_admit_exactly_the_limit() {
     // decided by the local fallback, which this test is not about.
     let config = "[store]\ndeadline = \"10s\"\n\n[[policy]]\nname = \"shared\"\nalgorithm = \"fixed_window\"\nlimit = 100\nwindow = \"1h\"\n";
     let services: Vec<Service> = (0..3)
-        .map(|_| Service::start(config, &["--redis", &server.url()]))
+        .map(|_| Service::with_config(config, &["--redis", &server.url()]))
         .collect();
     let started = hour();
     let (n, _) = drive_three(&services, "shared");
@@ -920,7 +741,7 @@ fn three_instances_on_one_redis_admit_exactly_the_limit() {
         assert!((100..=200).contains(&n), "{n} admitted across two windows");
     }
     assert_eq!(
-        services[0].request("GET", "/readyz", "", &[]).json()["breaker"],
+        services[0].call("GET", "/readyz", "", &[]).json()["breaker"],
         "closed"
     );
 }
@@ -934,7 +755,7 @@ fn three_leasing_instances_never_pass_the_limit() {
         [[policy]]\nname = \"window\"\nalgorithm = \"fixed_window\"\nlimit = 100\nwindow = \"1h\"\nbatch = \"auto\"\n\n\
         [[policy]]\nname = \"bucket\"\nalgorithm = \"token_bucket\"\nrate = 1\nper = \"1h\"\nburst = 100\nbatch = \"auto\"\n";
     let services: Vec<Service> = (0..3)
-        .map(|_| Service::start(config, &["--redis", &server.url()]))
+        .map(|_| Service::with_config(config, &["--redis", &server.url()]))
         .collect();
     for policy in ["window", "bucket"] {
         let started = hour();
@@ -958,7 +779,7 @@ fn three_leasing_instances_never_pass_the_limit() {
 
 #[test]
 fn bench_drives_the_service_and_reports() {
-    let s = Service::start(CONFIG, &[]);
+    let s = Service::with_config(CONFIG, &[]);
     let out = common::tollgate()
         .args([
             "bench",
@@ -1035,7 +856,7 @@ fn rediss_urls_speak_tls_to_redis() {
     ]);
     // `#insecure`: the certificate is self-signed, not under a public root.
     let url = format!("rediss://127.0.0.1:{tls_port}/#insecure");
-    let s = Service::start(CONFIG, &["--redis", &url]);
+    let s = Service::with_config(CONFIG, &["--redis", &url]);
     let r = s.post("/v1/check", json!({"policy": "books", "key": "tls"}));
     assert_eq!(r.status, 200, "{r:?}");
     assert_eq!(r.json()["source"], "store", "decided by Redis over TLS");
@@ -1051,7 +872,7 @@ fn serve_finds_the_master_through_the_sentinels() {
     let sentinels = topology.sentinel_urls().join(",");
     let policies = "[[policy]]\nname = \"second\"\nalgorithm = \"token_bucket\"\nrate = 1\nper = \"1h\"\nburst = 2\ngroup = \"user\"\n\n[[policy]]\nname = \"day\"\nalgorithm = \"fixed_window\"\nlimit = 100\nwindow = \"24h\"\ngroup = \"user\"\n";
     let config = format!("[store]\ndeadline = \"10s\"\n\n{policies}");
-    let by_flags = Service::start(
+    let by_flags = Service::with_config(
         &config,
         &[
             "--redis-sentinel",
@@ -1064,7 +885,7 @@ fn serve_finds_the_master_through_the_sentinels() {
     for status in [200, 200, 429] {
         assert_eq!(by_flags.post("/v1/check", batch.clone()).status, status);
     }
-    let ready = by_flags.request("GET", "/readyz", "", &[]).json();
+    let ready = by_flags.call("GET", "/readyz", "", &[]).json();
     assert!(
         ready["store"].as_str().unwrap().contains("sentinel"),
         "{ready}"
@@ -1085,7 +906,7 @@ fn serve_finds_the_master_through_the_sentinels() {
             .join(", "),
         topology.master_name()
     );
-    let by_file = Service::start(&in_file, &[]);
+    let by_file = Service::with_config(&in_file, &[]);
     // The same master: the pair is spent already.
     assert_eq!(by_file.post("/v1/check", batch).status, 429);
 
@@ -1118,16 +939,16 @@ fn starts_while_redis_is_down_and_connects_when_it_answers() {
     let server = RedisServer::start();
     server.kill9();
     let url = server.url();
-    let local = Service::start(CONFIG, &["--redis", &url]);
+    let local = Service::with_config(CONFIG, &["--redis", &url]);
     let deny_config = format!("[store]\non_failure = \"deny\"\n{CONFIG}");
-    let deny = Service::start(&deny_config, &["--redis", &url]);
+    let deny = Service::with_config(&deny_config, &["--redis", &url]);
     let check = json!({"policy": "books", "key": "k"});
     for i in 0..4 {
         let r = local.post("/v1/check", check.clone());
         assert_eq!(r.status, if i < 3 { 200 } else { 429 }, "{r:?}");
         assert_eq!(r.json()["source"], "fallback");
     }
-    let ready = local.request("GET", "/readyz", "", &[]);
+    let ready = local.call("GET", "/readyz", "", &[]);
     assert_eq!(ready.status, 200, "{ready:?}");
     assert_eq!(ready.json()["breaker"], "open");
     let r = deny.post("/v1/check", check.clone());
@@ -1135,12 +956,12 @@ fn starts_while_redis_is_down_and_connects_when_it_answers() {
         (r.status, r.error_code()),
         (503, "store_unavailable".into())
     );
-    assert_eq!(deny.request("GET", "/readyz", "", &[]).status, 503);
+    assert_eq!(deny.call("GET", "/readyz", "", &[]).status, 503);
 
     server.restart();
     for s in [&local, &deny] {
         let start = Instant::now();
-        while s.request("GET", "/readyz", "", &[]).json()["breaker"] != "closed" {
+        while s.call("GET", "/readyz", "", &[]).json()["breaker"] != "closed" {
             assert!(
                 start.elapsed() < Duration::from_secs(15),
                 "not connected after Redis came up"
@@ -1190,7 +1011,7 @@ fn require_redis_refuses_to_start_while_redis_is_down() {
 #[test]
 fn shadow_policies_and_shadow_mode_never_refuse() {
     let config = "[[policy]]\nname = \"new\"\nalgorithm = \"fixed_window\"\nlimit = 1\nwindow = \"1h\"\nmode = \"shadow\"\n\n[[policy]]\nname = \"old\"\nalgorithm = \"fixed_window\"\nlimit = 1\nwindow = \"1h\"\n";
-    let svc = Service::start(config, &[]);
+    let svc = Service::with_config(config, &[]);
     let first = svc.post("/v1/check", json!({"policy": "new", "key": "k"}));
     assert_eq!(first.status, 200);
     assert!(first.json().get("shadow").is_none());
@@ -1207,7 +1028,7 @@ fn shadow_policies_and_shadow_mode_never_refuse() {
             .status,
         429
     );
-    let metrics = svc.request("GET", "/metrics", "", &[]).body;
+    let metrics = svc.call("GET", "/metrics", "", &[]).body;
     assert!(
         metrics.contains("tollgate_shadow_denials_total{policy=\"new\"} 1"),
         "{metrics}"
@@ -1215,7 +1036,7 @@ fn shadow_policies_and_shadow_mode_never_refuse() {
     drop(svc);
 
     // --shadow (SHADOW_MODE=true) puts every policy in shadow mode
-    let svc = Service::start(config, &["--shadow"]);
+    let svc = Service::with_config(config, &["--shadow"]);
     for _ in 0..3 {
         assert_eq!(
             svc.post("/v1/check", json!({"policy": "old", "key": "k"}))
@@ -1255,7 +1076,7 @@ fn shadow_policies_and_shadow_mode_never_refuse() {
 /// granted per policy.
 #[test]
 fn charge_refund_settle_and_at_most_over_http() {
-    let s = Service::start(CONFIG, &[]);
+    let s = Service::with_config(CONFIG, &[]);
     let k = |extra: Value| {
         let mut body = json!({"policy": "books", "key": "u"});
         body.as_object_mut()
@@ -1322,7 +1143,7 @@ fn charge_refund_settle_and_at_most_over_http() {
         json!({"policy": "reports", "key": "u", "cost": 1}),
     );
     assert_eq!(r.error_code(), "unsupported");
-    let metrics = s.request("GET", "/metrics", "", &[]).body;
+    let metrics = s.call("GET", "/metrics", "", &[]).body;
     for (operation, units) in [("charged", 4 + 2), ("refunded", 4 + 2), ("granted", 2)] {
         let line = format!(
             "tollgate_usage_units_total{{policy=\"books\",operation=\"{operation}\"}} {units}"

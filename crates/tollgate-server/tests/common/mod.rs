@@ -1,9 +1,12 @@
-//! What the `tollgate simulate` tests share: running the binary from the
-//! repository's root, and reading its output.
+//! What the test files share: the binary without the environment's
+//! `TOLLGATE_*` variables, `simulate` run from the repository's root,
+//! a running service (`service.rs`) and its HTTP answers (`reply.rs`),
+//! test certificates (`tls.rs`).
 
 #![allow(dead_code)] // each test file uses its own part
 
 pub(crate) mod regions;
+pub(crate) mod reply;
 pub(crate) mod service;
 pub(crate) mod tls;
 

@@ -44,7 +44,7 @@ async fn a_descriptor_moved_to_a_gcra_policy_on_redis_end_to_end() {
     let (dir, toml) = setup();
     let redis_addr = redis.addr().to_string();
     let toml_arg = toml.display().to_string();
-    let svc = Service::start_with(
+    let svc = start_with(
         &dir.join("erl"),
         &["--erl-extensions", "--config", &toml_arg],
         &[
@@ -82,7 +82,8 @@ async fn a_descriptor_moved_to_a_gcra_policy_on_redis_end_to_end() {
     assert!((3590..=3600).contains(&t), "{headers:?}");
 
     // /json: the same, in protojson
-    let (status, body) = svc.json(
+    let (status, body) = erl_json(
+        &svc,
         json!({"domain": "edge", "descriptors": [{"entries": [{"key": "user", "value": "bob"}]}]}),
     );
     assert_eq!(status, 200);
@@ -104,13 +105,19 @@ async fn a_descriptor_moved_to_a_gcra_policy_on_redis_end_to_end() {
     // the ERL rule beside it, with the local cache: once over, its
     // counter in Redis stops moving
     for _ in 0..3 {
-        svc.json(json!({"domain": "edge", "descriptors": [{"entries": [{"key": "path", "value": "/x"}]}]}));
+        erl_json(
+            &svc,
+            json!({"domain": "edge", "descriptors": [{"entries": [{"key": "path", "value": "/x"}]}]}),
+        );
     }
     let key = redis.cli(&["KEYS", "edge_path_/x_*"]);
     let key = key.trim();
     assert_eq!(redis.cli(&["GET", key]), "3");
     for _ in 0..3 {
-        let (status, _) = svc.json(json!({"domain": "edge", "descriptors": [{"entries": [{"key": "path", "value": "/x"}]}]}));
+        let (status, _) = erl_json(
+            &svc,
+            json!({"domain": "edge", "descriptors": [{"entries": [{"key": "path", "value": "/x"}]}]}),
+        );
         assert_eq!(status, 429);
     }
     assert_eq!(
@@ -220,7 +227,7 @@ async fn a_policy_rules_decisions_are_counted_once() {
     let (dir, toml) = setup();
     let redis_addr = redis.addr().to_string();
     let toml_arg = toml.display().to_string();
-    let svc = Service::start_with(
+    let svc = start_with(
         &dir.join("erl"),
         &["--erl-extensions", "--config", &toml_arg],
         &[("REDIS_URL", redis_addr.as_str())],
@@ -238,7 +245,8 @@ async fn a_policy_rules_decisions_are_counted_once() {
         }
     }
     for _ in 0..4 {
-        let (status, _) = svc.json(
+        let (status, _) = erl_json(
+            &svc,
             json!({"domain": "edge", "descriptors": [{"entries": [{"key": "user", "value": "cat"}]}]}),
         );
         if status == 200 { ok += 1 } else { over += 1 }
