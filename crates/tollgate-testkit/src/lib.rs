@@ -17,6 +17,8 @@
 //! * [`scan_keys_without_ttl`] — keys that would live forever.
 //! * [`SLACK`] and [`PATIENCE`] — the one allowance added to a latency
 //!   bound, and how long to poll for an expected event.
+//! * [`record_metrics`] and [`counter_total`] — one `metrics` recorder for
+//!   a test binary, and the counters it saw.
 //!
 //! Servers never use port 6379 and never talk to a server they did not start:
 //! startup checks that the process answering on the port is the one just
@@ -31,6 +33,7 @@
 //! installs them.
 
 mod cluster;
+mod metrics;
 mod patience;
 mod proxy;
 mod resp;
@@ -40,6 +43,7 @@ mod slot;
 mod util;
 
 pub use cluster::{ClusterBuilder, DEFAULT_NODE_TIMEOUT, FailoverMode, RedisCluster};
+pub use metrics::{counter_total, record_metrics};
 pub use patience::{PATIENCE, SLACK};
 pub use proxy::TcpProxy;
 pub use sentinel::{DEFAULT_DOWN_AFTER, DEFAULT_MASTER_NAME, RedisSentinel, SentinelBuilder};

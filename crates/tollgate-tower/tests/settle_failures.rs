@@ -3,52 +3,23 @@
 //! store fails it or the runtime shuts down before it runs. Real
 //! `redis-server`s, killed or frozen.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
-use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use tollgate::store::redis::RedisStore;
 use tollgate::{Policy, Store};
-use tollgate_testkit::RedisServer;
+use tollgate_testkit::{RedisServer, counter_total, record_metrics};
 use tollgate_tower::extract::Global;
 use tollgate_tower::{RateLimitLayer, ResponseBody, Usage};
 use tower::{Layer, ServiceExt, service_fn};
 
-fn recorder() -> &'static Snapshotter {
-    static SNAPSHOTTER: OnceLock<Snapshotter> = OnceLock::new();
-    SNAPSHOTTER.get_or_init(|| {
-        let recorder = DebuggingRecorder::new();
-        let snapshotter = recorder.snapshotter();
-        recorder
-            .install()
-            .expect("the only recorder of this test binary");
-        snapshotter
-    })
-}
-
-/// `tollgate_settle_failures_total` of `policy` since the binary started
-/// (a snapshot drains the counters, and the tests run in parallel, so
-/// every snapshot is added up here).
+/// `tollgate_settle_failures_total` of `policy` since the binary started.
 fn settle_failures(policy: &str) -> u64 {
-    static TOTALS: OnceLock<Mutex<HashMap<String, u64>>> = OnceLock::new();
-    let mut totals = TOTALS.get_or_init(Default::default).lock().unwrap();
-    for (key, _, _, value) in recorder().snapshot().into_vec() {
-        let DebugValue::Counter(n) = value else {
-            continue;
-        };
-        if key.key().name() != tollgate::metrics::SETTLE_FAILURES {
-            continue;
-        }
-        for label in key.key().labels().filter(|l| l.key() == "policy") {
-            *totals.entry(label.value().to_owned()).or_default() += n;
-        }
-    }
-    totals.get(policy).copied().unwrap_or(0)
+    counter_total(tollgate::metrics::SETTLE_FAILURES, ("policy", policy))
 }
 
 /// 1,000 units refilled one an hour, named `name`.
@@ -80,7 +51,7 @@ async fn remaining(store: &dyn Store, policy: &Policy) -> u64 {
 /// fails in the store.
 #[tokio::test]
 async fn a_settle_the_store_fails_is_counted() {
-    recorder();
+    record_metrics();
     let server = RedisServer::start();
     let store: Arc<dyn Store> = Arc::new(RedisStore::connect(&server.url()).await.unwrap());
     let policy = tokens("settle-fails");
@@ -99,7 +70,7 @@ async fn a_settle_the_store_fails_is_counted() {
 /// runtime then shuts down and drops the task before it ran.
 #[test]
 fn a_settle_dropped_with_its_runtime_is_counted() {
-    recorder();
+    record_metrics();
     let server = RedisServer::start();
     let policy = tokens("settle-dropped");
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -1,18 +1,17 @@
-//! What every fault test shares: the metrics recorder, the stores, a load
-//! of concurrent callers, the admission bound checked over every interval,
-//! and one row of figures per scenario.
+//! What every fault test shares: the stores, a load of concurrent callers,
+//! the admission bound checked over every interval, and one row of
+//! figures per scenario (the metrics recorder is the testkit's).
 //!
-//! Kept whole on purpose: the shared support of one suite; its parts (recorder, load, bound, figures) are used together.
+//! Kept whole on purpose: the shared support of one suite; its parts (load, bound, figures) are used together.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use tollgate::store::redis::RedisStore;
 use tollgate::store::resilient::{BreakerState, OnFailure, ResilientStore};
 use tollgate::{Clock, Decision, MonotonicClock, Policy, Source, Store};
-use tollgate_testkit::{PATIENCE, RedisServer};
+use tollgate_testkit::{PATIENCE, RedisServer, record_metrics};
 
 pub(crate) const DEADLINE: Duration = Duration::from_millis(50);
 /// The testkit's one slack on latency bounds (1 s, for a loaded 2-core
@@ -23,62 +22,13 @@ pub(crate) const DEADLINE: Duration = Duration::from_millis(50);
 /// and a few ms.
 pub(crate) use tollgate_testkit::SLACK;
 
-fn recorder() -> &'static Snapshotter {
-    static SNAPSHOTTER: OnceLock<Snapshotter> = OnceLock::new();
-    SNAPSHOTTER.get_or_init(|| {
-        let recorder = DebuggingRecorder::new();
-        let snapshotter = recorder.snapshotter();
-        recorder
-            .install()
-            .expect("the only recorder of this test binary");
-        snapshotter
-    })
-}
-
-/// A metric's name, its labels, and its total.
-type Total = (String, Vec<(String, String)>, u64);
-
-/// Counter totals since the binary started. A snapshot drains the
-/// recorder's counters (swaps them to 0), and tests run in parallel, so
-/// every snapshot is added here and counts are read from here.
-fn totals() -> &'static Mutex<Vec<Total>> {
-    static TOTALS: OnceLock<Mutex<Vec<Total>>> = OnceLock::new();
-    TOTALS.get_or_init(|| Mutex::new(Vec::new()))
-}
-
 /// The total of a counter over the label sets that contain `label`.
-pub(crate) fn counter(name: &str, label: (&str, &str)) -> u64 {
-    let mut totals = totals().lock().unwrap();
-    for (key, _, _, value) in recorder().snapshot().into_vec() {
-        let DebugValue::Counter(n) = value else {
-            continue;
-        };
-        let (metric, labels) = (
-            key.key().name().to_string(),
-            key.key()
-                .labels()
-                .map(|l| (l.key().to_string(), l.value().to_string()))
-                .collect::<Vec<_>>(),
-        );
-        match totals
-            .iter_mut()
-            .find(|(m, l, _)| *m == metric && *l == labels)
-        {
-            Some((.., total)) => *total += n,
-            None => totals.push((metric, labels, n)),
-        }
-    }
-    totals
-        .iter()
-        .filter(|(m, l, _)| m == name && l.iter().any(|(k, v)| k == label.0 && v == label.1))
-        .map(|(.., n)| n)
-        .sum()
-}
+pub(crate) use tollgate_testkit::counter_total as counter;
 
 /// A runtime for one test; the metrics recorder is installed first, so
 /// that every test's metrics are seen.
 pub(crate) fn runtime() -> tokio::runtime::Runtime {
-    recorder();
+    record_metrics();
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
