@@ -9,8 +9,6 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
@@ -19,6 +17,7 @@ use tollgate_testkit::RedisServer;
 
 mod common;
 
+use common::envoy::request;
 use common::service::{Service, temp_dir};
 use common::tls::certificates;
 
@@ -88,23 +87,6 @@ fn erl_json(svc: &Service, body: Value) -> (u16, Value) {
     let (status, body) = svc.http("POST", "/json", &body.to_string());
     let value = serde_json::from_str(&body).unwrap_or(Value::String(body));
     (status, value)
-}
-
-fn request(domain: &str, entries: &[(&str, &str)]) -> RateLimitRequest {
-    RateLimitRequest {
-        domain: domain.to_string(),
-        descriptors: vec![RateLimitDescriptor {
-            entries: entries
-                .iter()
-                .map(|(k, v)| Entry {
-                    key: k.to_string(),
-                    value: v.to_string(),
-                })
-                .collect(),
-            ..Default::default()
-        }],
-        hits_addend: 0,
-    }
 }
 
 async fn ask(

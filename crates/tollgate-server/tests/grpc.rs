@@ -2,9 +2,7 @@
 //! client built from envoy-types, as Envoy would call it.
 
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::{
-    Entry, RateLimitOverride,
-};
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::RateLimitOverride;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
@@ -13,6 +11,7 @@ use envoy_types::pb::envoy::r#type::v3::RateLimitUnit;
 
 mod common;
 
+use common::envoy::descriptor;
 use common::service::{Service, temp_dir};
 
 /// The instant (2027-01-15T08:00:00Z, the start of a minute and of an
@@ -32,19 +31,6 @@ fn start() -> Service {
         &["--grpc-listen", "127.0.0.1:0"],
         &[("TOLLGATE_TEST_CLOCK_MS", PINNED_MS)],
     )
-}
-
-fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
-    RateLimitDescriptor {
-        entries: entries
-            .iter()
-            .map(|(k, v)| Entry {
-                key: k.to_string(),
-                value: v.to_string(),
-            })
-            .collect(),
-        ..Default::default()
-    }
 }
 
 async fn ask(

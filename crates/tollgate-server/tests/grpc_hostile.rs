@@ -7,19 +7,16 @@
 mod common;
 
 use bytes::{Bytes, BytesMut};
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::{
-    Entry, RateLimitOverride,
-};
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::RateLimitOverride;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
-use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use envoy_types::pb::envoy::r#type::v3::RateLimitUnit;
 use envoy_types::pb::google::protobuf::UInt64Value;
 use prost::Message;
 use tollgate_testkit::RedisServer;
 use tonic::transport::Channel;
 
+use common::envoy::request;
 use common::service::{Service, temp_dir};
 
 const CONFIG: &str = include_str!("common/grpc.toml");
@@ -47,30 +44,6 @@ fn erl(env: &[(&str, &str)]) -> Service {
     let path = temp_dir().join("edge.yaml");
     std::fs::write(&path, ERL_CONFIG).unwrap();
     Service::erl(&path, env)
-}
-
-fn grpc(service: &Service) -> String {
-    service.grpc.clone().expect("gRPC listens")
-}
-
-async fn client(service: &Service) -> RateLimitServiceClient<Channel> {
-    RateLimitServiceClient::connect(format!("http://{}", grpc(service)))
-        .await
-        .unwrap()
-}
-
-fn request(ip: &str) -> RateLimitRequest {
-    RateLimitRequest {
-        domain: "edge".to_string(),
-        descriptors: vec![RateLimitDescriptor {
-            entries: vec![Entry {
-                key: "remote_address".to_string(),
-                value: ip.to_string(),
-            }],
-            ..Default::default()
-        }],
-        hits_addend: 0,
-    }
 }
 
 /// `message` as one gRPC frame: the compressed flag, the length, the bytes.
@@ -121,7 +94,7 @@ async fn raw_call(addr: &str, body: Vec<u8>, headers: &[(&str, &str)]) -> (Strin
 /// Request bodies that no `RateLimitRequest` decodes from, each with
 /// what is wrong with it.
 fn undecodable() -> Vec<(&'static str, Vec<u8>)> {
-    let valid = request("10.0.0.1").encode_to_vec();
+    let valid = request("edge", &[("remote_address", "10.0.0.1")]).encode_to_vec();
     vec![
         // field 1 (domain), its length a varint of eleven bytes
         (
@@ -153,15 +126,18 @@ async fn undecodable_messages_are_invalid_argument_in_both_modes() {
     let own = native(&[]);
     let erl = erl(&[]);
     for service in [&own, &erl] {
-        let addr = grpc(service);
+        let addr = service.grpc();
         for (what, body) in undecodable() {
-            let (status, message) = raw_call(&addr, body, &[]).await;
+            let (status, message) = raw_call(addr, body, &[]).await;
             assert_eq!(status, "3", "{what}: {message}");
             assert!(!message.is_empty(), "{what}");
         }
         // A valid message framed by hand is answered.
-        let valid = frame(false, &request("10.0.0.9").encode_to_vec());
-        assert_eq!(raw_call(&addr, valid, &[]).await.0, "0");
+        let valid = frame(
+            false,
+            &request("edge", &[("remote_address", "10.0.0.9")]).encode_to_vec(),
+        );
+        assert_eq!(raw_call(addr, valid, &[]).await.0, "0");
     }
 }
 
@@ -171,9 +147,9 @@ async fn undecodable_messages_are_invalid_argument_in_both_modes() {
 #[tokio::test]
 async fn the_token_guards_the_grpc_api_but_not_its_health_check() {
     let service = native(&["--token", "s3cret"]);
-    let mut client = client(&service).await;
+    let mut client = service.client().await;
     let with = |token: Option<&str>| {
-        let mut call = tonic::Request::new(request("10.0.0.1"));
+        let mut call = tonic::Request::new(request("edge", &[("remote_address", "10.0.0.1")]));
         if let Some(token) = token {
             call.metadata_mut()
                 .insert("authorization", token.parse().unwrap());
@@ -192,12 +168,7 @@ async fn the_token_guards_the_grpc_api_but_not_its_health_check() {
         }
     }
     // Undecodable and unauthenticated: the token is checked first.
-    let (status, _) = raw_call(
-        &grpc(&service),
-        frame(false, &[0x0a, 0x02, 0xff, 0xfe]),
-        &[],
-    )
-    .await;
+    let (status, _) = raw_call(service.grpc(), frame(false, &[0x0a, 0x02, 0xff, 0xfe]), &[]).await;
     assert_eq!(status, "16");
     let r = client
         .should_rate_limit(with(Some("Bearer s3cret")))
@@ -210,7 +181,7 @@ async fn the_token_guards_the_grpc_api_but_not_its_health_check() {
         "the refused calls took nothing of the limit of 3"
     );
 
-    let channel = Channel::from_shared(format!("http://{}", grpc(&service)))
+    let channel = Channel::from_shared(format!("http://{}", service.grpc()))
         .unwrap()
         .connect()
         .await
@@ -239,9 +210,9 @@ async fn the_token_guards_the_grpc_api_but_not_its_health_check() {
 #[tokio::test]
 async fn distinct_limit_overrides_leave_a_fixed_set_of_series() {
     let service = native(&[]);
-    let mut client = client(&service).await;
+    let mut client = service.client().await;
     let with = |ip: &str, requests_per_unit: u32, unit: RateLimitUnit| {
-        let mut r = request(ip);
+        let mut r = request("edge", &[("remote_address", ip)]);
         r.descriptors[0].limit = Some(RateLimitOverride {
             requests_per_unit,
             unit: unit as i32,
@@ -294,7 +265,7 @@ async fn distinct_limit_overrides_leave_a_fixed_set_of_series() {
     // value on the same descriptor counts apart.
     let mut codes = Vec::new();
     for _ in 0..3 {
-        let mut r = request("10.0.0.2");
+        let mut r = request("edge", &[("remote_address", "10.0.0.2")]);
         r.descriptors = vec![with("10.0.0.2", 2, RateLimitUnit::Minute)];
         let r = client.should_rate_limit(r).await.unwrap().into_inner();
         let limit = r.statuses[0].current_limit.clone().unwrap();
@@ -306,7 +277,7 @@ async fn distinct_limit_overrides_leave_a_fixed_set_of_series() {
     }
     let (ok, over) = (Code::Ok as i32, Code::OverLimit as i32);
     assert_eq!(codes, [(ok, 1), (ok, 0), (over, 0)]);
-    let mut r = request("10.0.0.2");
+    let mut r = request("edge", &[("remote_address", "10.0.0.2")]);
     r.descriptors = vec![with("10.0.0.2", 5, RateLimitUnit::Minute)];
     let r = client.should_rate_limit(r).await.unwrap().into_inner();
     assert_eq!((r.statuses[0].code, r.statuses[0].limit_remaining), (ok, 4));
@@ -319,12 +290,15 @@ async fn erl_mode_without_its_redis_is_unavailable() {
     let redis = RedisServer::start();
     let addr = redis.addr().to_string();
     let service = erl(&[("REDIS_URL", &addr), ("REDIS_SOCKET_TYPE", "tcp")]);
-    let mut client = client(&service).await;
-    let r = client.should_rate_limit(request("10.0.0.1")).await.unwrap();
+    let mut client = service.client().await;
+    let r = client
+        .should_rate_limit(request("edge", &[("remote_address", "10.0.0.1")]))
+        .await
+        .unwrap();
     assert_eq!(r.into_inner().statuses[0].limit_remaining, 2);
     redis.kill9();
     let e = client
-        .should_rate_limit(request("10.0.0.1"))
+        .should_rate_limit(request("edge", &[("remote_address", "10.0.0.1")]))
         .await
         .unwrap_err();
     assert_eq!(e.code(), tonic::Code::Unavailable, "{e:?}");
@@ -344,8 +318,8 @@ async fn erl_hits_addend_at_the_edge_of_uint64() {
     let redis = RedisServer::start();
     let addr = redis.addr().to_string();
     let service = erl(&[("REDIS_URL", &addr), ("REDIS_SOCKET_TYPE", "tcp")]);
-    let mut client = client(&service).await;
-    let mut huge = request("10.0.0.1");
+    let mut client = service.client().await;
+    let mut huge = request("edge", &[("remote_address", "10.0.0.1")]);
     huge.descriptors[0].hits_addend = Some(UInt64Value { value: u64::MAX });
     let r = client.should_rate_limit(huge).await.unwrap().into_inner();
     assert_eq!(r.overall_code, Code::OverLimit as i32);

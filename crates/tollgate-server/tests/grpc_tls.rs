@@ -9,11 +9,9 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
+use common::envoy::request;
 use common::service::{Service, temp_dir};
 use common::tls::certificates;
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
-use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
 
@@ -30,20 +28,6 @@ entries = [{ key = "remote_address" }]
 policy = "per-ip"
 "#;
 
-fn request() -> RateLimitRequest {
-    RateLimitRequest {
-        domain: "edge".to_string(),
-        descriptors: vec![RateLimitDescriptor {
-            entries: vec![Entry {
-                key: "remote_address".to_string(),
-                value: "10.0.0.9".to_string(),
-            }],
-            ..Default::default()
-        }],
-        hits_addend: 0,
-    }
-}
-
 /// One call over a TLS channel with `tls`: the descriptor's remaining, or
 /// the error (at connect or at the call).
 async fn call(grpc: &str, tls: ClientTlsConfig) -> Result<u32, String> {
@@ -55,7 +39,7 @@ async fn call(grpc: &str, tls: ClientTlsConfig) -> Result<u32, String> {
         .await
         .map_err(|e| format!("connect: {e:?}"))?;
     let response = RateLimitServiceClient::new(channel)
-        .should_rate_limit(request())
+        .should_rate_limit(request("edge", &[("remote_address", "10.0.0.9")]))
         .await
         .map_err(|e| format!("call: {e:?}"))?;
     Ok(response.into_inner().statuses[0].limit_remaining)
@@ -109,7 +93,9 @@ async fn tls_from_flags_and_mutual_tls_from_the_config_file() {
     // plaintext is not served
     let plain = async {
         let mut client = RateLimitServiceClient::connect(format!("http://{grpc}")).await?;
-        client.should_rate_limit(request()).await?;
+        client
+            .should_rate_limit(request("edge", &[("remote_address", "10.0.0.9")]))
+            .await?;
         Ok::<(), Box<dyn std::error::Error>>(())
     };
     assert!(plain.await.is_err(), "plaintext gRPC was served over TLS");

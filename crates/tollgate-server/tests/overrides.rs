@@ -398,11 +398,8 @@ fn config_overrides_and_tiers_apply_and_reload() {
 /// keys, and an atomic batch with a blocked key consumes nothing.
 #[tokio::test]
 async fn batches_and_grpc_descriptors_honour_overrides() {
-    use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
-    use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
     use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
     use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
-    use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 
     let dir = temp_dir();
     let config = dir.join("tollgate.toml");
@@ -464,22 +461,11 @@ async fn batches_and_grpc_descriptors_honour_overrides() {
     );
 
     // Envoy's descriptors over gRPC.
-    let grpc = s.grpc.clone().expect("a gRPC listener");
-    let mut client = RateLimitServiceClient::connect(format!("http://{grpc}"))
-        .await
-        .unwrap();
-    let ip = |addr: &str| RateLimitDescriptor {
-        entries: vec![Entry {
-            key: "remote_address".into(),
-            value: addr.into(),
-        }],
-        ..Default::default()
-    };
+    let mut client = s.client().await;
     let mut ask = async |addr: &str| {
         let request = RateLimitRequest {
-            domain: "edge".into(),
-            descriptors: vec![ip(addr)],
             hits_addend: 1,
+            ..common::envoy::request("edge", &[("remote_address", addr)])
         };
         client
             .should_rate_limit(request)
