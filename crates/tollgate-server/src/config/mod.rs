@@ -1,8 +1,12 @@
 //! Config files: the `[[policy]]` tables shared by `simulate` and `serve`
 //! (`policy.rs`), the `[[descriptor]]` tables (`descriptor.rs`), the
 //! service's `[server]` (`server.rs`) and `[store]` (`store.rs`) tables,
-//! `[regions]` (`regions.rs`, one limit across regions) and ERL mode's
-//! `[erl]` (`erl.rs`).
+//! `[regions]` (`regions.rs`, one limit across regions), ERL mode's
+//! `[erl]` (`erl.rs`), the `[[override]]` tables (`overrides.rs`) and the
+//! parameters a tier or an override gives (`limits.rs`). `bounded.rs`
+//! reads a file under a size cap and shortens values quoted back;
+//! `settle.rs` waits for a file being written to stay the same; `tests.rs`
+//! parses whole files.
 //!
 //! Every error names the file, the line and the field; parsing collects all
 //! of them, so `tollgate validate` can print every problem at once.

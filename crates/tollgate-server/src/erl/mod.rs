@@ -2,16 +2,24 @@
 //! YAML config, its matching and counting, its Redis keys, its endpoints and
 //! its environment.
 //!
-//! One concept per file: `yaml` (the document with raw scalar text),
-//! `keys` and `decode` (ERL's two passes over a file), `config` (the
-//! checked descriptor trees), `files` (one file or a directory),
-//! `matcher` (a request descriptor's rule), `window` (units and
-//! epoch-aligned windows), `error`, `xds` (the config pushed by an xDS
-//! server instead of files), `policy` (rules decided by a tollgate
-//! policy, the `tollgate_policy` extension), `local_cache`
-//! (`LOCAL_CACHE_SIZE_IN_BYTES`), `headers` (ERL's or the IETF fields),
-//! `settings` (what every call shares), `reload` (the files and their
-//! reloading).
+//! One concept per file. The config: `yaml` (the document with raw scalar
+//! text), `keys` and `decode` (ERL's two passes over a file), `config`
+//! (the checked descriptor trees), `files` (one file or a directory),
+//! `error` (an error with its file and line), `xds` (the config pushed by
+//! an xDS server instead of files), `reload` (the files and their
+//! reloading). A call: `matcher` (a request descriptor's rule), `metric`
+//! (the stats key when the config asks for request values), `window`
+//! (units and epoch-aligned windows), `key` (ERL's Redis key), `counter`
+//! and `redis` (the counters: pipelined `INCRBY` + `EXPIRE`), `policy`
+//! (rules decided by a tollgate policy, the `tollgate_policy` extension),
+//! `local_cache` (`LOCAL_CACHE_SIZE_IN_BYTES`), `service` (one
+//! `ShouldRateLimit` call as ERL answers it), `settings` (what every call
+//! shares), `headers` (ERL's or the IETF fields), `metadata` (the
+//! answer's dynamic metadata), `stats` (ERL's stats as Prometheus
+//! counters). The service: `env` and `redis_env` (ERL's environment and
+//! its Redis variables), `state` (what the endpoints share), `grpc`,
+//! `http` and `json` (the endpoints, `/json`'s protojson), `serve` (the
+//! whole mode). `tests/` spans the files.
 
 mod config;
 mod counter;

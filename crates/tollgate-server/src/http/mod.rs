@@ -1,11 +1,16 @@
-//! The HTTP API: the router, authentication, request metrics. The
-//! handlers are in `api.rs` and `usage.rs`, their bodies in `body.rs`
-//! (read as strict JSON by `json.rs`), errors as JSON in `error.rs` (the
-//! framework's own too, and the head's limits: `framework.rs`), the
-//! deadline on a request's body in `deadline.rs`, the OpenAPI document in
-//! `openapi.rs`; the state is
-//! `crate::state::AppState`, shared with gRPC. `tests.rs` drives the router
-//! in-process with `oneshot`; `tests/serve.rs` the binary on a socket.
+//! The HTTP API: the router, authentication, request metrics (their
+//! handles resolved once per route and status in `route_meters.rs`). The
+//! handlers are in `api.rs` and `usage.rs`, `overrides.rs`
+//! (`/v1/overrides/...`) and `regions.rs` (`/v1/regions`), a flat single
+//! check answered without the general path's allocations in `fast.rs`;
+//! their bodies in `body.rs` (read as strict JSON by `json.rs`), errors as
+//! JSON in `error.rs` (the framework's own too, and the head's limits:
+//! `framework.rs`), the deadline on a request's body in `deadline.rs`, the
+//! OpenAPI document in `openapi.rs`; the state is `crate::state::AppState`,
+//! shared with gRPC. `tests.rs` drives the router in-process with
+//! `oneshot`, `strict_tests.rs` with hostile requests, `fuzz_tests.rs`
+//! with property tests, `openapi_tests.rs` against the document;
+//! `tests/serve.rs` the binary on a socket.
 
 mod api;
 mod body;

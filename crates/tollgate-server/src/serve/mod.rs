@@ -1,4 +1,6 @@
-//! `tollgate serve`: the rate-limit service.
+//! `tollgate serve`: the rate-limit service. `overrides.rs`: what the
+//! command line puts over the config file; `reload.rs`: reloading on
+//! SIGHUP and when the config file changes.
 
 use std::io::Write;
 use std::net::SocketAddr;

@@ -1,7 +1,13 @@
 //! `tollgate simulate`: replay a trace (a CSV of requests, or an access
 //! log) against the policies of a file on a manual clock, and print every
 //! decision, a summary, the keys denied most, or a plot; in memory, on
-//! Redis, or as several regions sharing each limit (`regions.rs`).
+//! Redis, or as several regions sharing each limit.
+//!
+//! `trace.rs` reads a trace (CSV, or an access log: `access_log.rs`, with
+//! `combined_log.rs` and `json_log.rs` one format each) into time-ordered
+//! requests; `replay.rs` decides them on memory or Redis on a manual
+//! clock; `regions.rs` models several regions sharing each limit;
+//! `report.rs` gathers what is printed; `plot/` draws it.
 //!
 //! Over 400 lines: the subcommand's arguments with their help, and the one
 //! flow that reads, replays and reports, read best as one.

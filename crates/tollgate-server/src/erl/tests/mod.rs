@@ -1,6 +1,8 @@
-//! ERL mode's tests that span its files: validation as ERL validates,
-//! calls as ERL answers them, counting in one Redis with ERL, and what
-//! tollgate adds to ERL when asked (`extensions`).
+//! ERL mode's tests that span its files: validation as ERL validates
+//! (`validate`), calls as ERL answers them (`service`), counting in one
+//! Redis with ERL (`redis`), the dynamic metadata (`metadata`), what
+//! tollgate adds to ERL when asked (`extensions`), and property tests of
+//! RLS messages (`fuzz`).
 
 mod extensions;
 mod fuzz;

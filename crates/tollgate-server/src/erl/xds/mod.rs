@@ -4,7 +4,8 @@
 //!
 //! `proto` (the resource's messages), `convert` (resources into the
 //! checked config, through the YAML path's records and checks), `client`
-//! (the stream: ACK, NACK, reconnect), `settings` (ERL's variables for it).
+//! (the stream: ACK, NACK, reconnect), `settings` (ERL's variables for it),
+//! `tests` (against a stand-in ADS server).
 
 mod client;
 mod convert;

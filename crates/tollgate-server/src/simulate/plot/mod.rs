@@ -8,6 +8,10 @@
 //!
 //! Text is laid out with DejaVu Sans compiled into the binary, so the
 //! output depends on no system font and is the same on every machine.
+//!
+//! `panel.rs` one policy's panel, `compare.rs` `--compare`'s, `chart.rs`
+//! what both draw with (the chart, lines, the legend), `axis.rs` the time
+//! axis; this file the output file and the labels.
 
 use std::ops::Range;
 use std::path::Path;
