@@ -82,8 +82,7 @@ fn every_metric_the_dashboard_queries_is_exported() {
         assert!(used.contains(wanted), "the dashboard shows {wanted}");
     }
 
-    let dir = std::env::temp_dir().join(format!("tollgate-dashboard-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::temp_dir();
     let config = dir.join("tollgate.toml");
     std::fs::write(&config, CONFIG).unwrap();
     let redis = RedisServer::start();

@@ -224,9 +224,7 @@ async fn limit_overrides_count_as_envoys_service_does() {
 
 #[test]
 fn descriptors_are_validated_with_their_lines() {
-    let dir = std::env::temp_dir().join(format!("tollgate-grpc-v-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("bad.toml");
+    let path = temp_dir().join("bad.toml");
     let bad = format!(
         "{CONFIG}\n[[descriptor]]\ndomain = \"edge\"\nentries = [{{ key = \"remote_address\" }}]\npolicy = \"per-ip\"\n\n[[descriptor]]\ndomain = \"edge\"\nentries = [{{ key = \"k\" }}]\npolicy = \"nope\"\n"
     );

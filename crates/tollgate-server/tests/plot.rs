@@ -8,9 +8,7 @@ use common::{repo, simulate, stdout};
 use std::path::PathBuf;
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tollgate-plot-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+    common::temp_dir().join(name)
 }
 
 /// The command the README's picture comes from, with `--plot` last.

@@ -10,9 +10,7 @@ use common::{simulate, stdout};
 
 /// A file in this test process's scratch directory.
 fn scratch(name: &str, text: &str) -> String {
-    let dir = std::env::temp_dir().join(format!("tollgate-replay-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
+    let path = common::temp_dir().join(name);
     std::fs::write(&path, text).unwrap();
     path.to_str().unwrap().to_string()
 }

@@ -99,10 +99,7 @@ fn the_csv_matches_the_library_decision_by_decision() {
 
 /// Writes `config` and `trace` to a temporary directory and runs them.
 fn run_files(config: &str, trace: &str) -> (Output, PathBuf) {
-    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("tollgate-sim-{}-{n}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::temp_dir();
     let (c, t) = (dir.join("limits.toml"), dir.join("trace.csv"));
     std::fs::write(&c, config).unwrap();
     std::fs::write(&t, trace).unwrap();

@@ -6,7 +6,6 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -16,18 +15,7 @@ use tollgate_testkit::PATIENCE;
 use tonic::transport::Channel;
 
 use super::reply::Reply;
-
-/// A fresh directory of this test process's under the system's temp dir.
-pub(crate) fn temp_dir() -> PathBuf {
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "tollgate-test-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+pub(crate) use super::temp_dir;
 
 /// A running `tollgate serve`; killed when dropped.
 pub(crate) struct Service {
