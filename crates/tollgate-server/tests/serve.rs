@@ -804,6 +804,56 @@ fn bench_drives_the_service_and_reports() {
     assert!(text.contains("p99") && text.contains(" denied"), "{text}");
     // Ten keys of limit 3: most of the traffic is denied, none is an error.
     assert!(text.contains(", 0 errors)"), "{text}");
+    // With --timeline, every decision is in the file, sent before it was
+    // answered, within the run. The first run spent the ten keys (an
+    // hour's window of 3): every answer is a denial counting down to the
+    // window's end.
+    let timeline = temp_dir().join("timeline");
+    let out = common::tollgate()
+        .args(["bench", "--url", &format!("http://{}", s.addr)])
+        .args([
+            "--policy",
+            "books",
+            "--duration",
+            "1s",
+            "--connections",
+            "2",
+        ])
+        .args(["--keys", "10", "--timeline"])
+        .arg(&timeline)
+        .env_remove("TOLLGATE_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let file = std::fs::read_to_string(&timeline).unwrap();
+    let mut lines = file.lines();
+    let run: Vec<u64> = lines.next().unwrap()[2..]
+        .split(' ')
+        .map(|n| n.parse().unwrap())
+        .collect();
+    let (mut allowed, mut denied) = (0, 0);
+    for line in lines {
+        let f: Vec<&str> = line.split(' ').collect();
+        let (sent, received): (u64, u64) = (f[1].parse().unwrap(), f[2].parse().unwrap());
+        assert!(
+            run[0] <= sent && sent <= received && received <= run[1],
+            "{line}"
+        );
+        let reset: u64 = f[3].parse().unwrap();
+        assert!(reset > 0 && reset <= 3_600_000, "{line}");
+        match f[0] {
+            "A" => allowed += 1,
+            "D" => denied += 1,
+            _ => panic!("{line}"),
+        }
+        assert!(["s", "c"].contains(&f[4]), "{line}");
+    }
+    assert_eq!(allowed, 0, "the keys were spent by the first run");
+    assert!(
+        text.contains(&format!("({allowed} allowed, {denied} denied, 0 errors)")),
+        "{text} against {denied} denials in the timeline"
+    );
     let bad = common::tollgate()
         .args(["bench", "--url", "ftp://x", "--duration", "1s"])
         .output()

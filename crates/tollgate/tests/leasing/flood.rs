@@ -119,7 +119,8 @@ fn flooded_policies() -> Vec<Policy> {
 /// longest local denial or window; for a sliding window or a bucket, two
 /// takes per instance per pace (a short take is followed by the next
 /// no sooner than the pace, and a take granted in full by at most one
-/// short one). Plus the first batches, and the sweep's refunds.
+/// short one), and a sliding window's one more per window (just before
+/// it turns). Plus the first batches, and the sweep's refunds.
 fn call_bound(policy: &Policy, run: Duration) -> u64 {
     let instances = 3;
     let run = run.as_micros() as u64;
@@ -130,7 +131,9 @@ fn call_bound(policy: &Policy, run: Duration) -> u64 {
             let halvings = 64 - policy.limit().leading_zeros() as u64;
             windows * (2 * halvings + 2)
         }
-        Algorithm::SlidingWindow(_) => 2 * (run / (5 * interval) + 1) + 16,
+        Algorithm::SlidingWindow(a) => {
+            2 * (run / (5 * interval) + 1) + run / a.window_micros() + 1 + 16
+        }
         Algorithm::TokenBucket(a) => bucket_calls(a.rate(), a.burst(), run, interval),
         Algorithm::Gcra(a) => bucket_calls(a.rate(), a.burst(), run, interval),
         _ => unreachable!("a leased algorithm"),
@@ -138,11 +141,13 @@ fn call_bound(policy: &Policy, run: Duration) -> u64 {
     instances * per_instance
 }
 
-/// Two takes per pace (five intervals, or half the refill from empty when
-/// shorter), and the first batches.
+/// Two takes per pace, and the first batches. The pace: five intervals,
+/// but at most 4/5 of the refill from `burst − 1` less the hold (two
+/// intervals, at most 2/5 of that refill), and at least the hold.
 fn bucket_calls(rate: tollgate::algorithm::Rate, burst: u64, run: u64, interval: u64) -> u64 {
     let refill = (burst - 1) * rate.units_per_token / rate.units_per_micro;
-    let pace = (5 * interval).min(refill / 2);
+    let hold = (2 * interval).min(refill * 2 / 5);
+    let pace = (5 * interval).min(refill * 4 / 5 - hold).max(hold);
     2 * (run / pace + 1) + 16
 }
 

@@ -1,5 +1,6 @@
 #![doc = include_str!("../../docs/leases.md")]
 
+mod pace;
 mod slot;
 mod sweep;
 mod take;

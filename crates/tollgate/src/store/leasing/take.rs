@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use super::LeasingStore;
+use super::pace::{SATURATED_INTERVALS, before_turn, bucket_pace, local_wait, store_retry};
 use super::slot::{Batch, MAX_UNITS, Slot, Taken};
 use crate::algorithm::Algorithm;
 use crate::{Decision, Policy, Result};
@@ -17,19 +18,6 @@ pub(super) enum Took {
     /// the refill lock first).
     Failed,
 }
-
-/// A saturated key (its last take was granted less than it asked) is
-/// paced over this many lease intervals: a bucket's batch is held that
-/// long (within the bucket's own bound, see [`bucket_hold`]), and a
-/// sliding window's or a bucket's short take is followed by the next no
-/// sooner.
-pub(super) const SATURATED_INTERVALS: u64 = 5;
-
-/// The longest local denial (µs) when the lease interval is shorter than
-/// it: a saturated key is asked again at least this often, whatever the
-/// store's `retry_after`. It bounds how long a refund, reset or override
-/// made elsewhere goes unseen here.
-pub(super) const MAX_LOCAL_DENIAL: u64 = 1_000_000;
 
 /// How many units to hold after the next batch: what this key was asked
 /// for here over the last batch's life (`spent` in `elapsed` µs, denials
@@ -72,15 +60,17 @@ impl LeasingStore {
         let window = window_micros(policy);
         // Only a window's units outlive a batch (until the window ends).
         let kept = if window.is_some() { slot.held(now) } else { 0 };
-        // A saturated key is paced over several intervals.
-        let pace = match taken.short {
-            true => SATURATED_INTERVALS * interval,
-            false => interval,
-        };
         // A bucket's batch lapses `hold` after it is taken, and the store
-        // records it as taken then.
-        let full_hold = bucket_hold(policy, pace, cost);
-        let pace = full_hold.unwrap_or(pace);
+        // records it as taken then; a saturated bucket is taken from again
+        // no sooner than its pace. A saturated sliding window is paced
+        // over several intervals.
+        let bucket = bucket_pace(policy, interval, cost);
+        let full_hold = bucket.map(|b| b.hold);
+        let pace = match (bucket, taken.short) {
+            (Some(b), _) => b.saturated,
+            (None, true) => SATURATED_INTERVALS * interval,
+            (None, false) => interval,
+        };
         let size = batch_size(
             taken.units.saturating_sub(slot.units()) + slot.take_denied(),
             now.saturating_sub(taken.at),
@@ -149,9 +139,16 @@ impl LeasingStore {
         // was granted is spent this instance denies here until capacity
         // returns (or its pace has passed).
         taken.short = d.granted < ask;
-        let retry = match taken.short {
-            true => sent + local_wait(window, &d, pace),
-            false => 0,
+        let retry = match (taken.short, window) {
+            (false, _) => 0,
+            // A sliding window's last take before it turns comes just
+            // before, so that little of what it regained is left untaken.
+            (true, Some(w)) if w > 0 => {
+                let wait = local_wait(window, &d, pace);
+                let turn = batch.until.saturating_sub(sent);
+                sent + before_turn(wait, store_retry(&d), turn, interval)
+            }
+            (true, _) => sent + local_wait(window, &d, pace),
         };
         slot.deny_until(retry);
         Ok(Took::Decided(match admitted {
@@ -168,47 +165,6 @@ impl LeasingStore {
             }
         }))
     }
-}
-
-/// A bucket's hold (µs) for a batch whose first `cost` units answer the
-/// check that takes it: the lease `interval`, but at most half the
-/// bucket's refill from `burst − cost`, so that a full bucket still
-/// grants the check (a held grant needs `rate · hold + cost ≤ burst`) and
-/// about half its burst beside. `None` for a window, whose batch needs no
-/// hold.
-fn bucket_hold(policy: &Policy, interval: u64, cost: u64) -> Option<u64> {
-    let (rate, burst) = match policy.algorithm() {
-        Algorithm::TokenBucket(a) => (a.rate(), a.burst()),
-        Algorithm::Gcra(a) => (a.rate(), a.burst()),
-        Algorithm::FixedWindow(_)
-        | Algorithm::SlidingWindow(_)
-        | Algorithm::SlidingLog(_)
-        | Algorithm::LeakyBucket(_)
-        | Algorithm::Concurrency(_) => return None,
-    };
-    // Scaled units: a token is `units_per_token`, a µs refills
-    // `units_per_micro`; the burst is below 2^50 of them.
-    let refill = burst.saturating_sub(cost) * rate.units_per_token / rate.units_per_micro;
-    Some(interval.min(refill / 2))
-}
-
-/// How long (µs) after a short take, answered `d`, this instance denies
-/// locally: until the store's `retry_after` (a fixed window spent to 0
-/// returns at its reset), and no sooner than `pace` for a sliding window
-/// or a bucket, whose capacity comes back a unit at a time and waits in
-/// the store meanwhile; at most [`MAX_LOCAL_DENIAL`] (or the pace).
-fn local_wait(window: Option<u64>, d: &Decision, pace: u64) -> u64 {
-    let micros = |t: Duration| u64::try_from(t.as_micros()).unwrap_or(u64::MAX);
-    let fixed = window == Some(0);
-    let retry = if !d.allowed {
-        micros(d.retry_after)
-    } else if fixed && d.remaining == 0 {
-        micros(d.reset_after)
-    } else {
-        0
-    };
-    let pace = if fixed { 0 } else { pace };
-    retry.max(pace).min(MAX_LOCAL_DENIAL.max(pace))
 }
 
 /// The units `policy` regains in `span` µs: a bucket's refill, a sliding
@@ -248,24 +204,8 @@ fn window_micros(policy: &Policy) -> Option<u64> {
 mod tests {
     use std::time::Duration;
 
-    use super::{MAX_LOCAL_DENIAL, batch_size, bucket_hold, local_wait, regains};
-    use crate::{Decision, Policy};
-
-    #[test]
-    fn a_buckets_hold_is_the_interval_or_half_its_refill_from_burst_less_cost() {
-        let s = Duration::from_secs(1);
-        // 1,000 a second: a token refills in 1 ms.
-        let big = Policy::token_bucket("tb", 1_000, s, 1_000).unwrap();
-        assert_eq!(bucket_hold(&big, 20_000, 1), Some(20_000));
-        let small = Policy::gcra("g", 1_000, s, 10).unwrap();
-        // (10 − 1) ms / 2, and (10 − 4) ms / 2.
-        assert_eq!(bucket_hold(&small, 20_000, 1), Some(4_500));
-        assert_eq!(bucket_hold(&small, 20_000, 4), Some(3_000));
-        // A check of the whole burst: no hold, the batch is the check.
-        assert_eq!(bucket_hold(&small, 20_000, 10), Some(0));
-        let window = Policy::fixed_window("fw", 10, s).unwrap();
-        assert_eq!(bucket_hold(&window, 20_000, 1), None);
-    }
+    use super::{batch_size, regains};
+    use crate::Policy;
 
     #[test]
     fn a_batch_follows_the_rate_and_shrinks_near_the_limit() {
@@ -295,36 +235,5 @@ mod tests {
         assert_eq!(regains(&sw, 100_000), 150);
         let fw = Policy::fixed_window("fw", 3_000, Duration::from_secs(2)).unwrap();
         assert_eq!(regains(&fw, 100_000), 0);
-    }
-
-    #[test]
-    fn a_local_denial_lasts_until_the_retry_paced_and_capped() {
-        let denied = |retry: u64, reset: u64| Decision::from_micros(false, 10, 0, reset, retry, 0);
-        let spent = Decision::from_micros(true, 10, 0, 700_000, 0, 0);
-        let partial = Decision::from_micros(true, 10, 3, 700_000, 0, 0);
-        // A fixed window: its retry, or its reset when spent to 0; no pace.
-        assert_eq!(
-            local_wait(Some(0), &denied(300_000, 300_000), 100_000),
-            300_000
-        );
-        assert_eq!(local_wait(Some(0), &denied(5_000, 5_000), 100_000), 5_000);
-        assert_eq!(local_wait(Some(0), &spent, 100_000), 700_000);
-        assert_eq!(local_wait(Some(0), &partial, 100_000), 0);
-        // A sliding window or a bucket: at least the pace.
-        assert_eq!(
-            local_wait(Some(2_000_000), &denied(700, 0), 100_000),
-            100_000
-        );
-        assert_eq!(local_wait(None, &spent, 99_500), 99_500);
-        assert_eq!(local_wait(None, &denied(400_000, 0), 99_500), 400_000);
-        // At most a second (a key in debt for a minute is asked again).
-        assert_eq!(
-            local_wait(None, &denied(60_000_000, 0), 99_500),
-            MAX_LOCAL_DENIAL
-        );
-        assert_eq!(
-            local_wait(None, &denied(60_000_000, 0), 2_000_000),
-            2_000_000
-        );
     }
 }
