@@ -6,8 +6,8 @@
 
 #![allow(dead_code)] // each test file uses its own part
 
-pub(crate) mod regions;
 pub(crate) mod envoy;
+pub(crate) mod regions;
 pub(crate) mod reply;
 pub(crate) mod service;
 pub(crate) mod tls;
