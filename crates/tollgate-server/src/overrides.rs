@@ -11,18 +11,13 @@
 //! override, exact or prefix, wins over any config one; a key with no
 //! runtime override is looked up in the base set.
 
-use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::sync::OnceLock;
 
 use tollgate::Policy;
 use tollgate::overrides::{Override, Overrides, Resolved, Selector};
-use tollgate::store::redis::{RedisOverrides, RedisStoreBuilder};
+use tollgate::store::redis::{RedisOverrides, RedisStore};
 
 use crate::error::{Code, ServiceError};
-use crate::state::AppState;
-
-/// How often an instance asks Redis whether any policy's overrides moved.
-pub(crate) const SYNC_EVERY: Duration = Duration::from_millis(250);
 
 /// The overrides in force, and where they are shared.
 #[derive(Debug, Default)]
@@ -160,40 +155,12 @@ impl SharedOverrides {
             None => self.local.remove(policy, selector),
         })
     }
-}
 
-/// On Redis: connects the overrides' own connection (before serving when
-/// Redis answers, else retrying every second in the background), then
-/// loads every policy's overrides every [`SYNC_EVERY`].
-pub(crate) async fn start_sync(state: Arc<AppState>, builder: RedisStoreBuilder) {
-    let first = builder.clone().connect().await.ok();
-    tokio::spawn(async move {
-        let store = match first {
-            Some(store) => store,
-            None => loop {
-                match builder.clone().connect().await {
-                    Ok(store) => break store,
-                    Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
-                }
-            },
-        };
-        let redis = RedisOverrides::new(store, state.overrides.local.clone());
-        let _ = state.overrides.redis.set(redis.clone());
-        let mut tick = tokio::time::interval(SYNC_EVERY);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut failing = false;
-        loop {
-            tick.tick().await;
-            let policies = state.policies().policies.clone();
-            match redis.sync(&policies).await {
-                Ok(()) => failing = false,
-                // Logged once per spell of failures, not every 250 ms.
-                Err(e) if !failing => {
-                    failing = true;
-                    tracing::warn!(error = %e, "cannot load the overrides from Redis");
-                }
-                Err(_) => {}
-            }
-        }
-    });
+    /// On Redis: the overrides' own connection, made once (`serve/sync.rs`
+    /// keeps it loading); changes are written through it from then on.
+    pub(crate) fn connect(&self, store: RedisStore) -> RedisOverrides {
+        self.redis
+            .get_or_init(|| RedisOverrides::new(store, self.local.clone()))
+            .clone()
+    }
 }

@@ -5,7 +5,7 @@
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::SpannedError;
+use super::span::SpannedError;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

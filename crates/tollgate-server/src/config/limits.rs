@@ -9,7 +9,7 @@ use tollgate::overrides::Limits;
 use tollgate::parse_duration;
 use toml::Spanned;
 
-use super::SpannedError;
+use super::span::SpannedError;
 
 /// A tier's table (and an override's parameters).
 #[derive(Debug, Default, Deserialize)]

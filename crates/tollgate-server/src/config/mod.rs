@@ -20,6 +20,7 @@ mod policy;
 mod regions;
 mod server;
 mod settle;
+mod span;
 mod store;
 
 use std::fmt;
@@ -46,6 +47,7 @@ use self::regions::{RawRegions, region_settings};
 pub(crate) use self::server::{ConnectionLimits, ServerSettings};
 use self::server::{RawServer, server_settings};
 pub(crate) use self::settle::{SETTLE, settled};
+use self::span::{field_at, line_of};
 pub(crate) use self::store::StoreSettings;
 use self::store::{RawStore, store_settings};
 use crate::descriptor::Descriptor;
@@ -272,45 +274,6 @@ fn parse(file: &str, text: &str) -> Result<Config, Vec<ConfigError>> {
     } else {
         Err(errors)
     }
-}
-
-pub(crate) type FieldError = (Option<Range<usize>>, String);
-pub(crate) type SpannedError = (Range<usize>, String);
-
-/// The field whose value starts at byte `offset` of a TOML `text`, as
-/// ``[table] `key` `` (the parser's own errors say what they expected, not
-/// where); `None` when `offset` is not at a `key = value` line's value.
-fn field_at(text: &str, offset: usize) -> Option<String> {
-    let before = text.get(..offset)?;
-    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    let (key, _) = before[line_start..].split_once('=')?;
-    let key = key.trim();
-    if key.is_empty() || key.starts_with('[') || key.starts_with('#') {
-        return None;
-    }
-    let table = before[..line_start]
-        .lines()
-        .rev()
-        .map(str::trim)
-        .find(|l| l.starts_with('['))
-        .and_then(|l| {
-            let end = match l.strip_prefix("[[") {
-                Some(_) => l.find("]]").map(|i| i + 1),
-                None => l.find(']'),
-            };
-            end.map(|end| format!("{} ", &l[..=end]))
-        })
-        .unwrap_or_default();
-    Some(format!("{table}`{}`", excerpt(key)))
-}
-
-/// The 1-based line of byte `offset` in `text`.
-pub(crate) fn line_of(text: &str, offset: usize) -> usize {
-    text.as_bytes()[..offset.min(text.len())]
-        .iter()
-        .filter(|&&b| b == b'\n')
-        .count()
-        + 1
 }
 
 #[cfg(test)]

@@ -9,8 +9,8 @@ use tollgate::overrides::{Action, Override, Overrides, Selector};
 use tollgate::parse_duration;
 use toml::Spanned;
 
-use super::SpannedError;
 use super::limits::{RawLimits, span_of_error};
+use super::span::SpannedError;
 
 // The parameters are spelled out, as in `RawPolicy`, rather than a
 // flattened `RawLimits`: serde's `flatten` defeats `deny_unknown_fields`

@@ -9,8 +9,8 @@ use tollgate::algorithm::Period;
 use tollgate::{Policy, parse_duration};
 use toml::Spanned;
 
-use super::FieldError;
 use super::limits::{RawLimits, span_of_error};
+use super::span::FieldError;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -19,7 +19,7 @@ use tollgate::parse_duration;
 use tollgate::store::redis::regions::Regions;
 use toml::Spanned;
 
-use super::SpannedError;
+use super::span::SpannedError;
 use tollgate::Policy;
 
 #[derive(Debug, Deserialize)]

@@ -10,7 +10,7 @@ use tollgate::parse_duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::SpannedError;
+use super::span::SpannedError;
 use crate::grpc_tls::{GrpcTls, TlsFile};
 
 #[derive(Debug, Deserialize)]
@@ -237,15 +237,16 @@ fn secret(
         (Some(t), None) => Ok(Some(t.into_inner())),
         (None, Some(f)) => {
             let path = beside(file, f.get_ref());
-            let token = super::read_text(&path, super::MAX_CONFIG_BYTES, "token files")
-                .map_err(|e| {
-                    (
-                        f.span(),
-                        format!("[server] `{field}_file` {}: {}", path.display(), e.message),
-                    )
-                })?
-                .trim()
-                .to_string();
+            let token =
+                super::bounded::read_text(&path, super::bounded::MAX_CONFIG_BYTES, "token files")
+                    .map_err(|e| {
+                        (
+                            f.span(),
+                            format!("[server] `{field}_file` {}: {}", path.display(), e.message),
+                        )
+                    })?
+                    .trim()
+                    .to_string();
             if token.is_empty() {
                 return Err((
                     f.span(),

@@ -8,7 +8,7 @@ use tollgate::parse_duration;
 use tollgate::store::resilient::OnFailure;
 use toml::Spanned;
 
-use super::SpannedError;
+use super::span::SpannedError;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -59,7 +59,7 @@ pub(crate) struct StoreSettings {
     pub(crate) master_auth: Option<(Option<String>, String)>,
     /// `[regions]`: this Redis is one region's, and the global policies
     /// are decided across regions.
-    pub(crate) regions: Option<super::RegionSettings>,
+    pub(crate) regions: Option<super::regions::RegionSettings>,
 }
 
 impl Default for StoreSettings {

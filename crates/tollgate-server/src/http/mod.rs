@@ -30,6 +30,7 @@ mod openapi_tests;
 mod overrides;
 mod regions;
 mod route_meters;
+mod status;
 #[cfg(test)]
 mod strict_tests;
 #[cfg(test)]
@@ -78,8 +79,8 @@ fn routes() -> Vec<(&'static str, MethodRouter<Arc<AppState>>)> {
         ("/readyz", get(api::ready)),
         ("/metrics", get(api::metrics)),
         ("/openapi.json", get(openapi::openapi_json)),
-        ("/", get(crate::status::page)),
-        ("/v1/stats", get(crate::status::stats)),
+        ("/", get(status::page)),
+        ("/v1/stats", get(status::stats)),
         ("/v1/regions", get(regions::links)),
         ("/v1/regions/{policy}/{key}", get(regions::view)),
     ]

@@ -22,6 +22,7 @@ use crate::store;
 
 mod overrides;
 mod reload;
+mod sync;
 
 use self::overrides::Overrides;
 use self::reload::reload_on_change;
@@ -354,7 +355,7 @@ async fn serve(
     });
     state.overrides.set_base(&config.policies);
     if let Some(builder) = redis {
-        crate::overrides::start_sync(state.clone(), builder).await;
+        sync::start(state.clone(), builder).await;
     }
     if let Some(handle) = metrics {
         // Without an exporter task, histograms are drained here.

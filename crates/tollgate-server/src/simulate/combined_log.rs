@@ -1,7 +1,7 @@
 //! nginx's and Apache's combined access log (and the common log, which
 //! stops before the two headers).
 
-use super::access_log::{KeyPart, KeySpec, TimeCache, epoch_micros, join_key, path_prefix};
+use super::log_line::{KeyPart, KeySpec, TimeCache, epoch_micros, join_key, path_prefix};
 
 /// One line's time (µs since the epoch) and key.
 pub(super) fn parse_line(

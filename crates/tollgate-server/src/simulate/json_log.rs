@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::access_log::{KeyPart, KeySpec, TimeCache, epoch_micros, join_key, names, path_prefix};
+use super::log_line::{KeyPart, KeySpec, TimeCache, epoch_micros, join_key, names, path_prefix};
 
 /// Where JSON access logs usually keep the request's time.
 const TIME_FIELDS: [&str; 6] = [

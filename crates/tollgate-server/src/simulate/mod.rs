@@ -15,6 +15,7 @@
 mod access_log;
 mod combined_log;
 mod json_log;
+mod log_line;
 mod plot;
 mod regions;
 mod replay;
@@ -28,7 +29,7 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::config::{self, PolicySet};
-use access_log::{KeySpec, LogFormat};
+use log_line::{KeySpec, LogFormat};
 use report::{Bins, Outcome, Tally};
 pub(crate) use trace::Format;
 use trace::{LogRoute, Request, Trace};

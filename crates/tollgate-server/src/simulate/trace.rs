@@ -10,7 +10,8 @@ use indicatif::ProgressBar;
 
 use tollgate::MAX_KEY_LEN;
 
-use super::access_log::{self, KeySpec, LogFormat, TimeCache};
+use super::access_log;
+use super::log_line::{KeySpec, LogFormat, TimeCache};
 use crate::config::{PolicySet, clip_message, excerpt};
 
 /// The file formats `--trace` reads.
