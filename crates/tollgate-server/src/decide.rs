@@ -1,16 +1,17 @@
-//! The one decision path both front ends take: the policy looked up in
+//! The one decision path every front end takes: the policy looked up in
 //! the snapshot, the store called, the decisions counted (for the status
 //! page, and in `tollgate_decisions_total`: here and only here, whatever
 //! the store stack, see [`count`]), and any failure classified
-//! (`error.rs`). HTTP (`http/api.rs`) and gRPC (`grpc.rs`) only parse
-//! requests and write answers around it.
+//! (`error.rs`). HTTP (`http/api.rs`), gRPC (`grpc.rs`) and ERL mode's
+//! `tollgate_policy` rules (`erl/policy.rs`, through [`check_many_on`])
+//! only parse requests and write answers around it.
 
 use std::borrow::Cow;
 use std::time::Duration;
 
 use tollgate::algorithm::LeaseId;
 use tollgate::overrides::{Resolved, Selector};
-use tollgate::{Decision, Lease, Policy, Request, Usage};
+use tollgate::{Decision, Lease, Policy, Request, Store, Usage};
 
 use crate::config::PolicySet;
 use crate::error::{Code, ServiceError};
@@ -56,6 +57,18 @@ fn overridden<'p>(
     })
 }
 
+/// What a single check refuses before the store (the key is checked with
+/// the override): a concurrency policy, and a cost above the limit.
+fn as_one_check(policy: &Policy, cost: u64) -> Result<(), tollgate::Error> {
+    if let tollgate::algorithm::Algorithm::Concurrency(_) = policy.algorithm() {
+        return Err(tollgate::Error::Unsupported {
+            operation: "check",
+            algorithm: "concurrency",
+        });
+    }
+    policy.validate_cost(cost)
+}
+
 /// The policy named `name` in `set`.
 pub(crate) fn policy<'a>(set: &'a PolicySet, name: &str) -> Result<&'a Policy, ServiceError> {
     set.get(name)
@@ -67,9 +80,24 @@ pub(crate) fn policy<'a>(set: &'a PolicySet, name: &str) -> Result<&'a Policy, S
 /// `fallback`). The one place decisions are counted: no store counts
 /// them, so a decision answered by a lease, the deny cache, Redis or the
 /// failure policy, on any stack, is counted once. ERL mode's
-/// `tollgate_policy` rules call it too.
-pub(crate) fn count(policy: &Policy, decision: &Decision) {
+/// `tollgate_policy` rules are counted here too ([`check_many_on`]).
+fn count(policy: &Policy, decision: &Decision) {
     tollgate::metrics::record_decision(policy.name(), decision);
+}
+
+/// Decides `requests` on `store` in one call, in order, not atomically,
+/// and counts each decision: ERL mode's `tollgate_policy` rules, which
+/// have a store but no [`AppState`] (no overrides, tiers or status page:
+/// ERL mode serves none).
+pub(crate) async fn check_many_on(
+    store: &dyn Store,
+    requests: &[Request<'_>],
+) -> Result<Vec<Decision>, ServiceError> {
+    let decisions = store.check_many(requests, false).await?;
+    for (r, d) in requests.iter().zip(&decisions) {
+        count(r.policy, d);
+    }
+    Ok(decisions)
 }
 
 /// [`count`] for a decision made under an override: the same series with
@@ -152,6 +180,44 @@ impl AppState {
         for r in requests {
             resolved.push(overridden(self, r.policy, r.key, None)?);
         }
+        self.decide_resolved(requests, resolved, atomic).await
+    }
+
+    /// Decides several requests, in order, not atomically, all in one
+    /// store call, each validated as a check of its own would be (a bad
+    /// one's error is put at `place(i)`, and nothing is decided): a gRPC
+    /// request's descriptors.
+    pub(crate) async fn check_each<'p>(
+        &self,
+        requests: &[Request<'p>],
+        place: impl Fn(usize) -> String,
+    ) -> Result<Vec<Overridden<'p>>, ServiceError> {
+        let at = |i: usize, e: ServiceError| {
+            if e.code().is_bad_input() {
+                e.at(&place(i))
+            } else {
+                e
+            }
+        };
+        let mut resolved = Vec::with_capacity(requests.len());
+        for (i, r) in requests.iter().enumerate() {
+            let o = overridden(self, r.policy, r.key, None).map_err(|e| at(i, e))?;
+            if let Resolution::Decide(p, _) = &o {
+                as_one_check(p, r.cost).map_err(|e| at(i, e.into()))?;
+            }
+            resolved.push(o);
+        }
+        self.decide_resolved(requests, resolved, false).await
+    }
+
+    /// The store call and the counts of a batch whose overrides are
+    /// resolved (see [`check_many`](Self::check_many)).
+    async fn decide_resolved<'p>(
+        &self,
+        requests: &[Request<'p>],
+        resolved: Vec<Resolution<'p>>,
+        atomic: bool,
+    ) -> Result<Vec<Overridden<'p>>, ServiceError> {
         let blocked = atomic
             && resolved
                 .iter()

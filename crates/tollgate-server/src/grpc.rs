@@ -3,7 +3,8 @@
 //!
 //! Each descriptor of a request is looked up in the `[[descriptor]]`
 //! tables; a match is checked against its policy with the descriptor's
-//! values as the key, and the cost is the descriptor's `hits_addend`, else
+//! values as the key (all of a request's descriptors in one batch, not
+//! atomic, through `decide.rs`), and the cost is the descriptor's `hits_addend`, else
 //! the request's, else 1 (an unset proto3 field reads 0). A descriptor
 //! that matches no table is `OK` with no limit, as in Envoy's own
 //! ratelimit service. A descriptor that carries a limit override (Envoy's
@@ -20,27 +21,25 @@ use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use envoy_types::pb::envoy::config::core::v3::HeaderValue;
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::RateLimitOverride;
-use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
-use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
-    Code, DescriptorStatus, RateLimit,
-};
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
     RateLimitService, RateLimitServiceServer,
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use envoy_types::pb::envoy::r#type::v3::RateLimitUnit;
-use envoy_types::pb::google::protobuf::Duration as ProtoDuration;
 use tollgate::{Decision, Policy};
-use tollgate_tower::headers::{RATELIMIT, RATELIMIT_POLICY, RateLimitHeaders};
+use tollgate_tower::headers::RateLimitHeaders;
 use tonic::codegen::InterceptedService;
 use tonic::{Request, Response, Status};
 use tonic_health::pb::health_server::{Health, HealthServer};
 
+use crate::config::PolicySet;
 use crate::error::{self, ServiceError};
 use crate::grpc_decode::{DecodeStatus, Decoded};
 use crate::grpc_token::Bearer;
+use crate::rls_answer::{DAY, descriptor_status, envoy_headers};
 use crate::state::AppState;
 use crate::{decide, descriptor};
 
@@ -72,30 +71,6 @@ pub(crate) async fn health() -> HealthServer<impl Health> {
         .set_service_status("", tonic_health::ServingStatus::Serving)
         .await;
     service
-}
-
-const DAY: u64 = 86_400;
-
-/// The policy's limit as Envoy's `requests_per_unit` and `unit`, where its
-/// window (or `per`) is a whole second, minute, hour, day, week, month (30
-/// days) or year (365 days).
-pub(crate) fn current_limit(policy: &Policy) -> RateLimit {
-    let unit = match policy.time_span().as_secs() {
-        _ if policy.time_span().subsec_nanos() != 0 => Unit::Unknown,
-        1 => Unit::Second,
-        60 => Unit::Minute,
-        3600 => Unit::Hour,
-        DAY => Unit::Day,
-        604_800 => Unit::Week,
-        2_592_000 => Unit::Month,
-        31_536_000 => Unit::Year,
-        _ => Unit::Unknown,
-    };
-    RateLimit {
-        name: policy.name().to_string(),
-        requests_per_unit: u32::try_from(policy.limit()).unwrap_or(u32::MAX),
-        unit: unit as i32,
-    }
 }
 
 /// The policy and the key of descriptor `i`'s limit override: a fixed
@@ -145,53 +120,6 @@ fn override_policy(
     let mut by_value = format!("limit={};", limit.requests_per_unit).into_bytes();
     by_value.extend_from_slice(key);
     Ok((policy, by_value))
-}
-
-/// A descriptor's status from its policy's decision: `OK` or
-/// `OVER_LIMIT`, the policy as the current limit, the remaining quota, and
-/// until the quota resets (when admitted) or the retry (when denied).
-pub(crate) fn descriptor_status(policy: &Policy, decision: &Decision) -> DescriptorStatus {
-    let until = if decision.allowed {
-        decision.reset_after
-    } else {
-        decision.retry_after
-    };
-    DescriptorStatus {
-        code: if decision.allowed {
-            Code::Ok
-        } else {
-            Code::OverLimit
-        } as i32,
-        current_limit: Some(current_limit(policy)),
-        limit_remaining: u32::try_from(decision.remaining).unwrap_or(u32::MAX),
-        duration_until_reset: Some(proto_duration(until)),
-        quota: None,
-    }
-}
-
-/// The IETF `RateLimit-Policy` and `RateLimit` fields as Envoy's
-/// `response_headers_to_add`; none for `None`.
-pub(crate) fn envoy_headers(headers: Option<RateLimitHeaders>) -> Vec<HeaderValue> {
-    let Some(h) = headers else {
-        return Vec::new();
-    };
-    [(RATELIMIT_POLICY, h.policy()), (RATELIMIT, h.limit())]
-        .into_iter()
-        .filter_map(|(name, value)| {
-            Some(HeaderValue {
-                key: name.as_str().to_string(),
-                value: value.to_str().ok()?.to_string(),
-                ..Default::default()
-            })
-        })
-        .collect()
-}
-
-fn proto_duration(d: Duration) -> ProtoDuration {
-    ProtoDuration {
-        seconds: d.as_secs() as i64,
-        nanos: d.subsec_nanos() as i32,
-    }
 }
 
 /// The gRPC status of a failed request (see `crate::error` for the codes).
@@ -255,53 +183,46 @@ impl Rls {
         } else {
             u64::from(request.hits_addend)
         };
-        let mut statuses = Vec::with_capacity(request.descriptors.len());
-        let mut decided: Vec<(Cow<'_, Policy>, Decision)> = Vec::new();
+        // Each descriptor's policy, key and cost, in order (`None`: no
+        // table matches it); then all of them decided in one batch.
+        let mut found = Vec::with_capacity(request.descriptors.len());
         for (i, d) in request.descriptors.iter().enumerate() {
-            let entries: Vec<(&str, &str)> = d
-                .entries
-                .iter()
-                .map(|e| (e.key.as_str(), e.value.as_str()))
-                .collect();
-            let found = match &d.limit {
-                Some(limit) if descriptor::knows(&set.descriptors, &request.domain) => {
-                    let key = descriptor::key(&request.domain, &entries);
-                    let (policy, key) = override_policy(i, limit, &key)?;
-                    Some((Cow::Owned(policy), key))
-                }
-                Some(_) => None,
-                // The tables were checked against the policies with which
-                // they were loaded: a policy missing here is a bug.
-                None => descriptor::find(&set.descriptors, &request.domain, &entries)
-                    .map(|(name, key)| match decide::policy(&set, name) {
-                        Ok(p) => Ok((Cow::Borrowed(p), key)),
-                        Err(e) => Err(Status::internal(format!("descriptor {i}: {}", e.message()))),
-                    })
-                    .transpose()?,
+            let Some((policy, key)) = lookup(&set, &request.domain, i, d)? else {
+                found.push(None);
+                continue;
             };
-            let Some((policy, key)) = found else {
+            let cost = d.hits_addend.as_ref().map_or(default_cost, |h| h.value);
+            found.push(Some((policy, key, cost)));
+        }
+        let requests: Vec<tollgate::Request<'_>> = found
+            .iter()
+            .flatten()
+            .map(|(policy, key, cost)| tollgate::Request {
+                policy,
+                key,
+                cost: *cost,
+            })
+            .collect();
+        let indices: Vec<usize> = (0..found.len()).filter(|&i| found[i].is_some()).collect();
+        let outcomes = self
+            .state
+            .check_each(&requests, |n| format!("descriptor {}", indices[n]))
+            .await
+            .map_err(status)?;
+        let mut outcomes = outcomes.into_iter();
+        let mut statuses = Vec::with_capacity(found.len());
+        let mut decided: Vec<(Cow<'_, Policy>, Decision)> = Vec::new();
+        for slot in &found {
+            if slot.is_none() {
                 statuses.push(DescriptorStatus {
                     code: Code::Ok as i32,
                     ..Default::default()
                 });
                 continue;
-            };
-            let cost = d.hits_addend.as_ref().map_or(default_cost, |h| h.value);
-            let (decision, decider, _) = self
-                .state
-                .check_overridden(&policy, &key, cost, None)
-                .await
-                .map_err(|e| {
-                    if e.code().is_bad_input() {
-                        status(e.at(&format!("descriptor {i}")))
-                    } else {
-                        status(e)
-                    }
-                })?;
-            let decider = match decider {
-                Cow::Owned(p) => Cow::Owned(p),
-                Cow::Borrowed(_) => policy,
-            };
+            }
+            let (decision, decider, _) = outcomes
+                .next()
+                .ok_or_else(|| Status::internal("a decision missing"))?;
             statuses.push(descriptor_status(&decider, &decision));
             decided.push((decider, decision));
         }
@@ -316,4 +237,39 @@ impl Rls {
             ..Default::default()
         })
     }
+}
+
+/// A descriptor's policy (a table's, or made for its limit override) and
+/// store key.
+type Limited<'s> = (Cow<'s, Policy>, Vec<u8>);
+
+/// Descriptor `i`'s policy and key: its limit override's, in a domain that
+/// has tables, else its table's; `None` when neither applies.
+fn lookup<'s>(
+    set: &'s PolicySet,
+    domain: &str,
+    i: usize,
+    d: &RateLimitDescriptor,
+) -> Result<Option<Limited<'s>>, Status> {
+    let entries: Vec<(&str, &str)> = d
+        .entries
+        .iter()
+        .map(|e| (e.key.as_str(), e.value.as_str()))
+        .collect();
+    Ok(match &d.limit {
+        Some(limit) if descriptor::knows(&set.descriptors, domain) => {
+            let key = descriptor::key(domain, &entries);
+            let (policy, key) = override_policy(i, limit, &key)?;
+            Some((Cow::Owned(policy), key))
+        }
+        Some(_) => None,
+        // The tables were checked against the policies with which they
+        // were loaded: a policy missing here is a bug.
+        None => descriptor::find(&set.descriptors, domain, &entries)
+            .map(|(name, key)| match decide::policy(set, name) {
+                Ok(p) => Ok((Cow::Borrowed(p), key)),
+                Err(e) => Err(Status::internal(format!("descriptor {i}: {}", e.message()))),
+            })
+            .transpose()?,
+    })
 }

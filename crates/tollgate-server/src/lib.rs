@@ -27,6 +27,7 @@ mod meters;
 mod overrides;
 mod palette;
 mod regions;
+mod rls_answer;
 #[cfg(test)]
 mod rls_fuzz;
 mod serve;

@@ -42,7 +42,7 @@ pub(crate) fn erl(names: &HeaderNames, status: &DescriptorStatus) -> Vec<HeaderV
 pub(crate) fn ietf<'a>(
     items: impl Iterator<Item = (&'a str, u64, u64, &'a DescriptorStatus)>,
 ) -> Vec<HeaderValue> {
-    crate::grpc::envoy_headers(RateLimitHeaders::from_items(items.map(
+    crate::rls_answer::envoy_headers(RateLimitHeaders::from_items(items.map(
         |(name, quota, window, status)| QuotaItem {
             name,
             quota,

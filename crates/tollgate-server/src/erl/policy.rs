@@ -17,11 +17,14 @@
 //! of the values it matched; a descriptor moved between the two modes
 //! keeps its state.
 
-use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
+    Code as RlsCode, DescriptorStatus,
+};
 use tollgate::{Decision, Policy, Request, Store};
 
 use super::settings::CallError;
-use crate::grpc::{current_limit, descriptor_status};
+use crate::error::Code;
+use crate::rls_answer::{current_limit, descriptor_status};
 
 /// The store key of a descriptor's `entries` in `domain`; `shared` lists
 /// the entries (by index) whose value is a wildcard pattern's.
@@ -43,8 +46,9 @@ pub(crate) fn key(domain: &str, entries: &[(&str, &str)], shared: &[(usize, &str
     crate::descriptor::key(domain, &entries)
 }
 
-/// Each request's decision, in order, all in one store call, each counted
-/// in `tollgate_decisions_total`; `None` for a cost above its policy's
+/// Each request's decision, in order, all in one store call through the
+/// one decision path (`crate::decide`, which counts them in
+/// `tollgate_decisions_total`); `None` for a cost above its policy's
 /// limit (never admitted, not sent, not a decision of the policy: not
 /// counted).
 pub(crate) async fn decide(
@@ -64,24 +68,19 @@ pub(crate) async fn decide(
     let mut decided = if sent.is_empty() {
         Vec::new()
     } else {
-        store.check_many(&sent, false).await.map_err(|e| {
-            if e.is_store_failure() {
-                CallError::Store(e.to_string())
-            } else {
-                CallError::Request(e.to_string())
-            }
-        })?
+        crate::decide::check_many_on(store, &sent)
+            .await
+            .map_err(|e| match e.code() {
+                Code::StoreError | Code::StoreUnavailable => {
+                    CallError::Store(e.message().to_string())
+                }
+                _ => CallError::Request(e.message().to_string()),
+            })?
     }
     .into_iter();
     Ok(requests
         .iter()
-        .map(|r| {
-            let d = fits(r).then(|| decided.next()).flatten();
-            if let Some(d) = &d {
-                crate::decide::count(r.policy, d);
-            }
-            d
-        })
+        .map(|r| fits(r).then(|| decided.next()).flatten())
         .collect())
 }
 
@@ -95,13 +94,13 @@ pub(crate) fn status(
     let mut status = match decision {
         Some(d) => descriptor_status(policy, d),
         None => DescriptorStatus {
-            code: Code::OverLimit as i32,
+            code: RlsCode::OverLimit as i32,
             current_limit: Some(current_limit(policy)),
             ..Default::default()
         },
     };
     if shadow {
-        status.code = Code::Ok as i32;
+        status.code = RlsCode::Ok as i32;
     }
     status
 }
