@@ -11,9 +11,11 @@
 //! (the stats key when the config asks for request values), `window`
 //! (units and epoch-aligned windows), `key` (ERL's Redis key), `counter`
 //! and `redis` (the counters: pipelined `INCRBY` + `EXPIRE`), `policy`
-//! (rules decided by a tollgate policy, the `tollgate_policy` extension),
-//! `local_cache` (`LOCAL_CACHE_SIZE_IN_BYTES`), `service` (one
-//! `ShouldRateLimit` call as ERL answers it), `settings` (what every call
+//! (rules decided by a tollgate policy through `crate::decide`, the
+//! `tollgate_policy` extension), `local_cache` (`LOCAL_CACHE_SIZE_IN_BYTES`),
+//! `service` (one `ShouldRateLimit` call as ERL answers it, in steps:
+//! match, count, answer) and `matched` (its first step: a call's
+//! descriptors matched, `replaces` applied), `settings` (what every call
 //! shares), `headers` (ERL's or the IETF fields), `metadata` (the
 //! answer's dynamic metadata), `stats` (ERL's stats as Prometheus
 //! counters). The service: `env` and `redis_env` (ERL's environment and
@@ -34,6 +36,7 @@ mod json;
 mod key;
 mod keys;
 mod local_cache;
+mod matched;
 mod matcher;
 mod metadata;
 mod metric;

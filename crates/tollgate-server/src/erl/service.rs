@@ -1,6 +1,9 @@
 //! One `ShouldRateLimit` call in ERL mode, as ERL's `src/service/
 //! ratelimit.go` and `src/limiter/base_limiter.go` answer it.
 //!
+//! Each numbered step below is a function: 1 and 2 `matched` (in
+//! `matched.rs`), 3 [`count`], 4 and 5 [`answer`].
+//!
 //! 1. Each descriptor finds its rule (or, in a domain that has a config,
 //!    the limit override it carries, whatever the rules say).
 //! 2. `replaces`: a rule named by any matched rule's `replaces` is dropped
@@ -26,45 +29,18 @@
 //!    its limit, or the IETF fields with an item per limited descriptor
 //!    (`headers`).
 
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use envoy_types::pb::google::protobuf::Struct;
 
-use tollgate::{Policy, Request, Store};
+use tollgate::{Decision, Request, Store};
 
-use super::config::{ErlConfig, Limit};
+use super::config::ErlConfig;
 use super::counter::{Counter, Hit};
-use super::key::cache_key;
 use super::local_cache::LocalCache;
+use super::matched::{Checked, Counted, Matched, matched};
 use super::settings::{CallError, Settings};
-use super::window::{Unit, Window};
+use super::window::Window;
 use super::{headers, policy, stats};
-
-/// How a matched descriptor is decided.
-enum Counted<'c> {
-    /// ERL's fixed window, on the counter `key`.
-    Window {
-        requests_per_unit: u32,
-        unit: Unit,
-        key: String,
-    },
-    /// tollgate's extension: the policy decides on its store, under `key`.
-    Policy { policy: &'c Policy, key: Vec<u8> },
-}
-
-/// A descriptor's limit after matching.
-struct Checked<'c> {
-    counted: Counted<'c>,
-    name: &'c str,
-    shadow: bool,
-    quota: bool,
-    /// The rule's path, and ERL's stats key when it holds request values.
-    path: &'c str,
-    descriptor: Option<String>,
-    metadata: Option<&'c Struct>,
-    hits: u64,
-}
 
 /// Where a call's descriptors are decided: ERL's counters, and, with
 /// extensions, the store of the policies `tollgate_policy` names; the
@@ -86,7 +62,9 @@ impl<'a, C: Counter> From<&'a C> for Deciders<'a> {
     }
 }
 
-/// Answers one call at `now` (Unix seconds).
+/// Answers one call at `now` (Unix seconds): its descriptors matched to
+/// their rules ([`matched`]), counted ([`count`]), and the answer written
+/// from the counts ([`answer`]).
 pub(crate) async fn should_rate_limit<'a>(
     config: &ErlConfig,
     settings: &Settings,
@@ -95,116 +73,42 @@ pub(crate) async fn should_rate_limit<'a>(
     request: &RateLimitRequest,
 ) -> Result<RateLimitResponse, CallError> {
     let deciders = deciders.into();
-    if request.domain.is_empty() {
-        return Err(CallError::Request(
-            "rate limit domain must not be empty".into(),
-        ));
+    let matched = matched(config, settings, now, request)?;
+    let counts = count(&matched, settings, deciders, now).await?;
+    Ok(answer(request, &matched, counts, settings, deciders, now))
+}
+
+/// What step 3 counted: the windows' counts after the hits and the
+/// policies' decisions, each in the order of the descriptors sent.
+struct Counts {
+    /// Which descriptors the local cache answered, unsent (empty without
+    /// a cache).
+    cached: Vec<bool>,
+    windows: std::vec::IntoIter<u64>,
+    policies: std::vec::IntoIter<Option<Decision>>,
+}
+
+impl Counts {
+    fn is_cached(&self, i: usize) -> bool {
+        self.cached.get(i).copied().unwrap_or(false)
     }
-    if request.descriptors.is_empty() {
-        return Err(CallError::Request(
-            "rate limit descriptor list must not be empty".into(),
-        ));
-    }
-    let domain = request.domain.as_str();
-    let n = request.descriptors.len();
-    let mut unlimited = vec![false; n];
-    let mut found = Vec::with_capacity(n);
-    let mut replaced: Vec<&str> = Vec::new();
-    for (i, d) in request.descriptors.iter().enumerate() {
-        let entries: Vec<(&str, &str)> = d
-            .entries
-            .iter()
-            .map(|e| (e.key.as_str(), e.value.as_str()))
-            .collect();
-        let hits = hits_of(request, d);
-        if let Some(o) = d.limit.as_ref().filter(|_| config.knows(domain)) {
-            let unit = Unit::from_proto(o.unit).ok_or_else(|| {
-                CallError::Request(format!(
-                    "descriptor {i}: limit override unit {} is no unit",
-                    o.unit
-                ))
-            })?;
-            let key = cache_key(
-                &settings.prefix,
-                domain,
-                &entries,
-                &[],
-                unit.window_start(now),
-            );
-            found.push(Some(Checked {
-                counted: Counted::Window {
-                    requests_per_unit: o.requests_per_unit,
-                    unit,
-                    key,
-                },
-                name: "",
-                shadow: false,
-                quota: false,
-                path: domain,
-                descriptor: None,
-                metadata: None,
-                hits: window_hits(hits),
-            }));
-            continue;
-        }
-        let Some(m) = config.find(domain, &entries) else {
-            found.push(None);
-            continue;
-        };
-        replaced.extend(m.rule.replaces.iter().map(String::as_str));
-        let mut hits = hits;
-        let counted = match &m.rule.limit {
-            Limit::Fixed {
-                requests_per_unit,
-                unit,
-            } => Counted::Window {
-                requests_per_unit: *requests_per_unit,
-                unit: *unit,
-                key: cache_key(
-                    &settings.prefix,
-                    domain,
-                    &entries,
-                    &m.shared,
-                    unit.window_start(now),
-                ),
-            },
-            Limit::Unlimited => {
-                unlimited[i] = true;
-                found.push(None);
-                continue;
-            }
-            Limit::Policy(policy) => Counted::Policy {
-                policy,
-                key: policy::key(domain, &entries, &m.shared),
-            },
-        };
-        if let Counted::Window { .. } = &counted {
-            hits = window_hits(hits);
-        }
-        found.push(Some(Checked {
-            counted,
-            name: &m.rule.name,
-            shadow: m.rule.shadow_mode,
-            quota: m.rule.quota_mode,
-            path: &m.rule.path,
-            descriptor: config.metric_path(domain, &entries, &m),
-            metadata: m.rule.metadata.as_ref(),
-            hits,
-        }));
-    }
-    for slot in &mut found {
-        if slot
-            .as_ref()
-            .is_some_and(|c| !c.name.is_empty() && replaced.contains(&c.name))
-        {
-            *slot = None;
-        }
-    }
+}
+
+/// Step 3: every counted rule's hits in one round trip, the windows on
+/// ERL's counters and the policies through the one decision path, at the
+/// same time; counters the local cache holds as over are not sent.
+async fn count(
+    matched: &Matched<'_>,
+    settings: &Settings,
+    deciders: Deciders<'_>,
+    now: u64,
+) -> Result<Counts, CallError> {
     // Counters already over in the local cache are answered here, unsent
     // (without a cache, nothing is allocated).
     let cached: Vec<bool> = match deciders.local_cache {
         None => Vec::new(),
-        Some(cache) => found
+        Some(cache) => matched
+            .found
             .iter()
             .map(|slot| match slot {
                 Some(Checked {
@@ -218,7 +122,12 @@ pub(crate) async fn should_rate_limit<'a>(
     let is_cached = |i: usize| cached.get(i).copied().unwrap_or(false);
     let mut hits = Vec::new();
     let mut requests = Vec::new();
-    for (_, c) in found.iter().enumerate().filter(|(i, _)| !is_cached(*i)) {
+    for (_, c) in matched
+        .found
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !is_cached(*i))
+    {
         match c.as_ref().map(|c| (c, &c.counted)) {
             Some((c, Counted::Window { unit, key, .. })) => hits.push(Hit {
                 key,
@@ -240,16 +149,33 @@ pub(crate) async fn should_rate_limit<'a>(
         policy::decide(deciders.store, &requests),
     )
     .await;
-    let mut counts = counts.map_err(CallError::Store)?.into_iter();
-    let mut decisions = decisions?.into_iter();
+    Ok(Counts {
+        windows: counts.map_err(CallError::Store)?.into_iter(),
+        policies: decisions?.into_iter(),
+        cached,
+    })
+}
 
-    let mut statuses = Vec::with_capacity(n);
+/// Step 4 and 5: each descriptor's status (its stats recorded, a counter
+/// newly over put in the local cache), the overall code, the headers and
+/// the dynamic metadata.
+fn answer(
+    request: &RateLimitRequest,
+    matched: &Matched<'_>,
+    mut counts: Counts,
+    settings: &Settings,
+    deciders: Deciders<'_>,
+    now: u64,
+) -> RateLimitResponse {
+    let domain = request.domain.as_str();
+    let found = &matched.found;
+    let mut statuses = Vec::with_capacity(found.len());
     let mut ietf = Vec::new();
     let mut over_limit = 0;
     let (mut quota_total, mut quota_over) = (0, 0);
     let mut lowest: Option<(u32, usize)> = None;
     for (i, slot) in found.iter().enumerate() {
-        if unlimited[i] {
+        if matched.unlimited[i] {
             statuses.push(DescriptorStatus {
                 code: Code::Ok as i32,
                 limit_remaining: u32::MAX,
@@ -263,54 +189,7 @@ pub(crate) async fn should_rate_limit<'a>(
                 ..Default::default()
             },
             Some(c) => {
-                let labels = stats::Labels {
-                    domain,
-                    path: c.path,
-                    descriptor: c.descriptor.as_deref(),
-                };
-                let status = match &c.counted {
-                    Counted::Window {
-                        requests_per_unit,
-                        unit,
-                        key,
-                    } => {
-                        let window = Window {
-                            requests_per_unit: *requests_per_unit,
-                            unit: *unit,
-                            name: c.name,
-                        };
-                        if is_cached(i) {
-                            stats::over_in_local_cache(labels, c.hits, c.shadow);
-                            window.status(now, None, c.shadow)
-                        } else {
-                            let after = counts.next().unwrap_or(0);
-                            stats::record(
-                                labels,
-                                *requests_per_unit,
-                                after,
-                                c.hits,
-                                c.shadow,
-                                settings.near_limit_ratio,
-                            );
-                            if let Some(cache) = deciders.local_cache
-                                && after > u64::from(*requests_per_unit)
-                            {
-                                cache.over(key, now, unit.until_reset(now));
-                            }
-                            window.status(now, Some(after), c.shadow)
-                        }
-                    }
-                    Counted::Policy { policy, .. } => {
-                        let decision = decisions.next().flatten();
-                        stats::decided(
-                            labels,
-                            c.hits,
-                            decision.as_ref().is_none_or(|d| !d.allowed),
-                            c.shadow,
-                        );
-                        policy::status(policy, decision.as_ref(), c.shadow)
-                    }
-                };
+                let status = status_of(c, i, domain, &mut counts, settings, deciders, now);
                 if settings.ietf_headers {
                     ietf.push((i, c.name, c.path, &c.counted));
                 }
@@ -373,7 +252,7 @@ pub(crate) async fn should_rate_limit<'a>(
             .filter_map(|(c, _)| c.as_ref()?.metadata);
         super::metadata::dynamic_metadata(request, passed)
     });
-    Ok(RateLimitResponse {
+    RateLimitResponse {
         overall_code: if refused && !settings.global_shadow {
             Code::OverLimit
         } else {
@@ -383,25 +262,67 @@ pub(crate) async fn should_rate_limit<'a>(
         response_headers_to_add,
         dynamic_metadata,
         ..Default::default()
-    })
+    }
 }
 
-/// A descriptor's hits: its own `hits_addend` when present (0 allowed),
-/// else the request's, 0 meaning 1.
-fn hits_of(request: &RateLimitRequest, d: &RateLimitDescriptor) -> u64 {
-    d.hits_addend
-        .as_ref()
-        .map_or(u64::from(request.hits_addend.max(1)), |h| h.value)
-}
-
-/// The hits a window counts: at most 2^32, above any `requests_per_unit`
-/// (a uint32), so that the answer is the one the hits asked for
-/// (`OVER_LIMIT`) and counts below it stay exact, as ERL's. More could
-/// overflow the counter: Redis's `INCRBY` refuses to pass 2^63 − 1 and
-/// would then fail every call on the key until it expires (ERL's own
-/// counters do).
-fn window_hits(hits: u64) -> u64 {
-    hits.min(1 << 32)
+/// Descriptor `i`'s status from its count (its next in `counts`, unless
+/// the local cache answered it), its stats recorded.
+fn status_of(
+    c: &Checked<'_>,
+    i: usize,
+    domain: &str,
+    counts: &mut Counts,
+    settings: &Settings,
+    deciders: Deciders<'_>,
+    now: u64,
+) -> DescriptorStatus {
+    let labels = stats::Labels {
+        domain,
+        path: c.path,
+        descriptor: c.descriptor.as_deref(),
+    };
+    match &c.counted {
+        Counted::Window {
+            requests_per_unit,
+            unit,
+            key,
+        } => {
+            let window = Window {
+                requests_per_unit: *requests_per_unit,
+                unit: *unit,
+                name: c.name,
+            };
+            if counts.is_cached(i) {
+                stats::over_in_local_cache(labels, c.hits, c.shadow);
+                return window.status(now, None, c.shadow);
+            }
+            let after = counts.windows.next().unwrap_or(0);
+            stats::record(
+                labels,
+                *requests_per_unit,
+                after,
+                c.hits,
+                c.shadow,
+                settings.near_limit_ratio,
+            );
+            if let Some(cache) = deciders.local_cache
+                && after > u64::from(*requests_per_unit)
+            {
+                cache.over(key, now, unit.until_reset(now));
+            }
+            window.status(now, Some(after), c.shadow)
+        }
+        Counted::Policy { policy, .. } => {
+            let decision = counts.policies.next().flatten();
+            stats::decided(
+                labels,
+                c.hits,
+                decision.as_ref().is_none_or(|d| !d.allowed),
+                c.shadow,
+            );
+            policy::status(policy, decision.as_ref(), c.shadow)
+        }
+    }
 }
 
 fn jitter(max: u64) -> u64 {
