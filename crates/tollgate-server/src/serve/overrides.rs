@@ -1,6 +1,9 @@
 //! What `tollgate serve`'s command line puts over the config file.
 
-use super::*;
+use std::net::SocketAddr;
+
+use crate::config::Config;
+use crate::grpc_tls::TlsFile;
 
 /// What the command line says over the config file, on start and on every
 /// reload (so that a reload compares like with like).

@@ -6,7 +6,15 @@
 //! policies are in force: a reload never drops every limit. A refusal is
 //! logged at WARN and shown by `/v1/stats` (`reload`).
 
-use super::*;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::signal::unix::{SignalKind, signal};
+
+use super::overrides::Overrides;
+use crate::config::{self, Config};
+use crate::state::AppState;
 
 fn modified(path: &Path) -> Option<SystemTime> {
     std::fs::metadata(path).and_then(|m| m.modified()).ok()
