@@ -21,7 +21,8 @@
 //! counters). The service: `env` and `redis_env` (ERL's environment and
 //! its Redis variables), `state` (what the endpoints share), `grpc`,
 //! `http` and `json` (the endpoints, `/json`'s protojson), `serve` (the
-//! whole mode). `tests/` spans the files.
+//! whole mode) and `stores` (its counters and the policies' store).
+//! `tests/` spans the files.
 
 mod config;
 mod counter;
@@ -49,6 +50,7 @@ mod service;
 mod settings;
 mod state;
 mod stats;
+mod stores;
 mod window;
 mod xds;
 mod yaml;

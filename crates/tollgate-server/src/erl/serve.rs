@@ -22,11 +22,8 @@ use std::time::Duration;
 
 use metrics_exporter_prometheus::PrometheusBuilder;
 
-use super::counter::{Counter, MemoryCounter};
 use super::env::{self, ErlEnv};
 use super::local_cache::LocalCache;
-use super::redis::RedisCounter;
-use super::redis_env::RedisTarget;
 use super::reload::{Seen, Source};
 use super::state::ErlState;
 use crate::config::{Config, ConnectionLimits, HeaderStyle};
@@ -184,17 +181,14 @@ fn start(start: Start) -> i32 {
 }
 
 async fn serve(start: Start) -> i32 {
-    let Start {
-        flags,
-        env,
-        limits,
-        origin,
-        config,
-        policies,
-    } = start;
     // TLS files are checked before anything starts.
     let mut builder = tonic::transport::Server::builder();
-    if let Some(tls) = flags.grpc_tls.as_ref().or(env.grpc_tls.as_ref()) {
+    if let Some(tls) = start
+        .flags
+        .grpc_tls
+        .as_ref()
+        .or(start.env.grpc_tls.as_ref())
+    {
         match tls.apply(builder) {
             Ok(with_tls) => builder = with_tls,
             Err(e) => {
@@ -204,104 +198,28 @@ async fn serve(start: Start) -> i32 {
         }
     }
     let metrics = PrometheusBuilder::new().install_recorder().ok();
-    let target = if flags.redis.is_empty() {
-        env.redis.clone()
-    } else {
-        Some(RedisTarget::Urls(flags.redis.clone()))
+    let (counter, store, policy_store) = match super::stores::stores(
+        &start.flags.redis,
+        &start.env,
+        start.policies.as_ref(),
+    )
+    .await
+    {
+        Ok(stores) => stores,
+        Err(code) => return code,
     };
-    let (counter, store): (Arc<dyn Counter>, String) = match &target {
-        None => (Arc::new(MemoryCounter::default()), "memory".to_string()),
-        Some(target) => match RedisCounter::connect(target).await {
-            Ok(c) => (Arc::new(c), target.describe()),
-            Err(e) => {
-                eprintln!("error: cannot connect to {}: {e}", target.describe());
-                return 1;
-            }
-        },
+    let (http, grpc) = match bind(&start).await {
+        Ok(listeners) => listeners,
+        Err(code) => return code,
     };
-    // With extensions, the policies' store: the TOML's `[store]`, on
-    // ERL's Redis when one is given.
-    let policy_store = match &policies {
-        None => None,
-        Some(toml) => {
-            let mut settings = toml.store.clone();
-            if let Some(target) = &target {
-                on_erls_redis(&mut settings, target);
-            }
-            match crate::store::build(&settings).await {
-                Ok(backend) => Some(backend),
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return 1;
-                }
-            }
-        }
-    };
-    let http_addr = flags.listen.unwrap_or(env.http);
-    let grpc_addr = flags.grpc_listen.unwrap_or(env.grpc);
-    let http = match tokio::net::TcpListener::bind(http_addr).await {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("error: cannot listen on {http_addr}: {e}");
-            return 1;
-        }
-    };
-    let http = Listener::new(http, "HTTP", &limits);
-    let grpc = match tokio::net::TcpListener::bind(grpc_addr).await {
-        Ok(g) => Listener::new(g, "gRPC", &limits),
-        Err(e) => {
-            eprintln!("error: cannot listen for gRPC on {grpc_addr}: {e}");
-            return 1;
-        }
-    };
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(
-        out,
-        "tollgate listening on http://{}",
-        http.local_addr().map_or(http_addr, |a| a)
-    );
-    let _ = writeln!(
-        out,
-        "tollgate gRPC (Envoy rate limit service) on {}",
-        grpc.local_addr().map_or(grpc_addr, |a| a)
-    );
-    let _ = writeln!(out, "store: {store}");
-    if let Some(backend) = &policy_store {
-        let _ = writeln!(
-            out,
-            "extensions: tollgate_policy names the policies of {} on {}",
-            flags
-                .config
-                .as_deref()
-                .unwrap_or(std::path::Path::new(""))
-                .display(),
-            backend.describe()
-        );
-    }
-    if env.local_cache_bytes > 0 {
-        let _ = writeln!(
-            out,
-            "local cache: {} bytes, {} counters",
-            env.local_cache_bytes,
-            (env.local_cache_bytes / super::local_cache::BYTES_PER_KEY).max(1)
-        );
-    }
-    let _ = match &origin {
-        Origin::Files(source, _) => writeln!(
-            out,
-            "ERL mode: {} ({} domains)",
-            source.path.display(),
-            config.domains().len()
-        ),
-        Origin::Xds(xds) => writeln!(
-            out,
-            "ERL mode: xDS from {} (node {})",
-            xds.server, xds.node_id
-        ),
-    };
-    let _ = out.flush();
-    drop(out);
-
+    announce(&start, &http, &grpc, &store, policy_store.as_ref());
+    let Start {
+        env,
+        limits,
+        origin,
+        config,
+        ..
+    } = start;
     let mut state = ErlState::new(config, env.settings.clone(), counter, metrics.clone())
         .with_local_cache(LocalCache::with_bytes(env.local_cache_bytes));
     if let Some(backend) = policy_store {
@@ -322,6 +240,102 @@ async fn serve(start: Start) -> i32 {
         }
         Origin::Xds(xds) => tokio::spawn(super::xds::run(state.clone(), *xds)),
     };
+    serve_both(state, builder, limits, http, grpc).await
+}
+
+/// The HTTP and gRPC listeners, or the exit code when one cannot bind.
+async fn bind(start: &Start) -> Result<(Listener, Listener), i32> {
+    let http_addr = start.flags.listen.unwrap_or(start.env.http);
+    let grpc_addr = start.flags.grpc_listen.unwrap_or(start.env.grpc);
+    let http = match tokio::net::TcpListener::bind(http_addr).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: cannot listen on {http_addr}: {e}");
+            return Err(1);
+        }
+    };
+    let http = Listener::new(http, "HTTP", &start.limits);
+    let grpc = match tokio::net::TcpListener::bind(grpc_addr).await {
+        Ok(g) => Listener::new(g, "gRPC", &start.limits),
+        Err(e) => {
+            eprintln!("error: cannot listen for gRPC on {grpc_addr}: {e}");
+            return Err(1);
+        }
+    };
+    Ok((http, grpc))
+}
+
+/// The first lines: where the service listens, its stores, its cache and
+/// where its config comes from. A closed stdout must not stop the
+/// service: write errors are ignored.
+fn announce(
+    start: &Start,
+    http: &Listener,
+    grpc: &Listener,
+    store: &str,
+    policy_store: Option<&crate::store::Backend>,
+) {
+    let http_addr = start.flags.listen.unwrap_or(start.env.http);
+    let grpc_addr = start.flags.grpc_listen.unwrap_or(start.env.grpc);
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "tollgate listening on http://{}",
+        http.local_addr().map_or(http_addr, |a| a)
+    );
+    let _ = writeln!(
+        out,
+        "tollgate gRPC (Envoy rate limit service) on {}",
+        grpc.local_addr().map_or(grpc_addr, |a| a)
+    );
+    let _ = writeln!(out, "store: {store}");
+    if let Some(backend) = policy_store {
+        let _ = writeln!(
+            out,
+            "extensions: tollgate_policy names the policies of {} on {}",
+            start
+                .flags
+                .config
+                .as_deref()
+                .unwrap_or(std::path::Path::new(""))
+                .display(),
+            backend.describe()
+        );
+    }
+    let bytes = start.env.local_cache_bytes;
+    if bytes > 0 {
+        let _ = writeln!(
+            out,
+            "local cache: {} bytes, {} counters",
+            bytes,
+            (bytes / super::local_cache::BYTES_PER_KEY).max(1)
+        );
+    }
+    let _ = match &start.origin {
+        Origin::Files(source, _) => writeln!(
+            out,
+            "ERL mode: {} ({} domains)",
+            source.path.display(),
+            start.config.domains().len()
+        ),
+        Origin::Xds(xds) => writeln!(
+            out,
+            "ERL mode: xDS from {} (node {})",
+            xds.server, xds.node_id
+        ),
+    };
+    let _ = out.flush();
+}
+
+/// The gRPC server (with `grpc.health.v1.Health`) and ERL's HTTP
+/// endpoints, until one signal stops both.
+async fn serve_both(
+    state: Arc<ErlState>,
+    builder: tonic::transport::Server,
+    limits: ConnectionLimits,
+    http: Listener,
+    grpc: Listener,
+) -> i32 {
     let stopping = Stopping::on_signal();
     let (health, health_service) = tonic_health::server::health_reporter();
     for name in ["", "ratelimit"] {
@@ -348,26 +362,4 @@ async fn serve(start: Start) -> i32 {
         Err(e) => Err(e.to_string()),
     };
     finish(http_result, grpc_result)
-}
-
-/// The policies' store settings on ERL's Redis: its servers (or sentinels
-/// and master) in place of those of the TOML's `[store]`.
-fn on_erls_redis(settings: &mut crate::config::StoreSettings, target: &RedisTarget) {
-    match target {
-        RedisTarget::Urls(urls) => {
-            settings.urls = urls.clone();
-            settings.master_name = None;
-            settings.master_auth = None;
-        }
-        RedisTarget::Sentinel {
-            master_name,
-            sentinels,
-            user,
-            password,
-        } => {
-            settings.urls = sentinels.clone();
-            settings.master_name = Some(master_name.clone());
-            settings.master_auth = password.clone().map(|p| (user.clone(), p));
-        }
-    }
 }
