@@ -5,8 +5,9 @@
 //! `[erl]` (`erl.rs`), the `[[override]]` tables (`overrides.rs`) and the
 //! parameters a tier or an override gives (`limits.rs`). `bounded.rs`
 //! reads a file under a size cap and shortens values quoted back;
-//! `settle.rs` waits for a file being written to stay the same; `tests.rs`
-//! parses whole files.
+//! `settle.rs` waits for a file being written to stay the same; `span.rs`
+//! says where an error is (the leaf every table's reader takes its error
+//! types from); `tests.rs` parses whole files.
 //!
 //! Every error names the file, the line and the field; parsing collects all
 //! of them, so `tollgate validate` can print every problem at once.

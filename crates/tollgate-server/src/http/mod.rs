@@ -1,7 +1,8 @@
 //! The HTTP API: the router, authentication, request metrics (their
 //! handles resolved once per route and status in `route_meters.rs`). The
 //! handlers are in `api.rs` and `usage.rs`, `overrides.rs`
-//! (`/v1/overrides/...`) and `regions.rs` (`/v1/regions`), a flat single
+//! (`/v1/overrides/...`), `regions.rs` (`/v1/regions`) and `status.rs`
+//! (the status page, `status.html`, and `/v1/stats`), a flat single
 //! check answered without the general path's allocations in `fast.rs`;
 //! their bodies in `body.rs` (read as strict JSON by `json.rs`), errors as
 //! JSON in `error.rs` (the framework's own too, and the head's limits:

@@ -4,7 +4,8 @@
 //! Redis, or as several regions sharing each limit.
 //!
 //! `trace.rs` reads a trace (CSV, or an access log: `access_log.rs`, with
-//! `combined_log.rs` and `json_log.rs` one format each) into time-ordered
+//! `combined_log.rs` and `json_log.rs` one format each and `log_line.rs`
+//! what they share, `--key` among it) into time-ordered
 //! requests; `replay.rs` decides them on memory or Redis on a manual
 //! clock; `regions.rs` models several regions sharing each limit;
 //! `report.rs` gathers what is printed; `plot/` draws it.
