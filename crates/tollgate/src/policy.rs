@@ -8,7 +8,7 @@ use crate::algorithm::{
     Algorithm, Concurrency, FixedWindow, Gcra, LeakyBucket, MAX_SCALED, MAX_USAGE_COST, Period,
     SlidingLog, SlidingWindow, TokenBucket, Usage,
 };
-use crate::store::memory::key::InlineName;
+use crate::store::key::InlineName;
 use crate::{Error, Result};
 
 /// A policy's tiers: each name with its parameters.

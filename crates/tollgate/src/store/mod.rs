@@ -17,6 +17,7 @@ pub use self::held::{HeldGrant, Stamp};
 
 pub mod deferred;
 mod held;
+pub(crate) mod key;
 pub mod leasing;
 pub mod memory;
 #[cfg(feature = "redis")]

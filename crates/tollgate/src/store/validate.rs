@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use super::memory::key::KeyRef;
+use super::key::KeyRef;
 use super::{Request, Stamp};
 use crate::algorithm::{Algorithm, Concurrency, Usage};
 use crate::{Error, Policy, Result, validate_key};

@@ -13,7 +13,7 @@ use hashbrown::HashMap;
 
 use self::slot::Slot;
 use self::take::Took;
-use super::memory::key::{KeyRef, StoredKey};
+use super::key::{KeyRef, StoredKey};
 use super::{BoxFuture, HeldGrant, Lease, Request, Stamp, Store};
 use crate::algorithm::{LeaseId, Usage};
 use crate::{Clock, Decision, MonotonicClock, Policy, Result};

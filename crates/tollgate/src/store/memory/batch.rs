@@ -4,11 +4,11 @@
 use parking_lot::MutexGuard;
 
 use super::decide::Op;
-use super::key::KeyRef;
 use super::{MemoryStore, ShardMap, shard_of};
 use crate::algorithm::State;
 use crate::clock::Clock;
 use crate::decision::Verdict;
+use crate::store::key::KeyRef;
 use crate::store::{Request, validate};
 use crate::{Decision, Result};
 

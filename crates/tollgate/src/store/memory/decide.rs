@@ -11,7 +11,7 @@ use crate::decision::Verdict;
 use crate::store::{Lease, validate};
 use crate::{Decision, Policy, Result};
 
-use super::key::KeyRef;
+use crate::store::key::KeyRef;
 
 /// What to do to one key's state.
 #[derive(Debug, Clone, Copy)]

@@ -5,10 +5,10 @@
 
 use std::sync::atomic::Ordering;
 
-use super::key::{KeyRef, StoredKey};
 use super::{Entry, MemoryStore, ShardMap};
 use crate::algorithm::State;
 use crate::clock::Clock;
+use crate::store::key::{KeyRef, StoredKey};
 
 /// How many entries eviction looks at to pick a victim.
 const EVICTION_SAMPLE: usize = 8;

@@ -11,8 +11,8 @@ use std::sync::atomic::AtomicU64;
 
 use parking_lot::Mutex;
 
-use self::key::{KeyRef, StoredKey};
 use self::table::Table;
+use super::key::{KeyRef, StoredKey};
 use crate::algorithm::State;
 use crate::clock::{Clock, MonotonicClock};
 
@@ -21,7 +21,6 @@ mod builder;
 mod decide;
 mod eviction;
 mod held;
-pub(crate) mod key;
 mod store;
 mod table;
 

@@ -32,7 +32,7 @@ use hashbrown::HashMap;
 use parking_lot::Mutex;
 
 use crate::algorithm::Algorithm;
-use crate::store::memory::key::{KeyRef, StoredKey};
+use crate::store::key::{KeyRef, StoredKey};
 use crate::{Decision, Policy, Source};
 
 #[derive(Debug, Clone, Copy)]

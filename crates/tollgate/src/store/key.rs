@@ -1,7 +1,8 @@
 //! A (policy, key) pair as a map key: borrowed for lookups, so a lookup
 //! allocates nothing, and owned once stored: inline when short (most keys),
-//! else in one allocation. The memory store and the resilient store's deny
-//! cache key their maps by it.
+//! else in one allocation. Every store takes it: the memory store, the
+//! resilient store's deny cache and the leasing store key their maps by
+//! it, and validation compares an atomic batch's pairs with it.
 //!
 //! A short pair is held as [`INLINE`] bytes: the key from the start, the
 //! policy name ending at [`NAME_END`] followed by its length, zero bytes in
