@@ -15,7 +15,7 @@ use std::time::Duration;
 use http::{HeaderName, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use tokio_test::{assert_pending, assert_ready_ok, task};
-use tollgate::store::BoxFuture;
+use tollgate::store::{BoxFuture, Valid};
 use tollgate::{
     Decision, Error, Lease, LeaseId, ManualClock, MemoryStore, Policy, Store, StoreErrorKind,
 };
@@ -377,54 +377,65 @@ impl Failing {
 }
 
 impl Store for Failing {
-    fn check<'a>(
+    fn check_unchecked<'a>(
         &'a self,
         _: &'a Policy,
         _: &'a [u8],
         _: u64,
+        _: Valid,
     ) -> BoxFuture<'a, tollgate::Result<Decision>> {
         self.fail()
     }
-    fn reserve<'a>(
+    fn reserve_unchecked<'a>(
         &'a self,
         _: &'a Policy,
         _: &'a [u8],
         _: u64,
         _: Duration,
+        _: Valid,
     ) -> BoxFuture<'a, tollgate::Result<Decision>> {
         self.fail()
     }
-    fn check_many<'a>(
+    fn check_many_unchecked<'a>(
         &'a self,
         _: &'a [tollgate::Request<'a>],
         _: bool,
+        _: Valid,
     ) -> BoxFuture<'a, tollgate::Result<Vec<Decision>>> {
         self.fail()
     }
-    fn acquire_lease<'a>(
+    fn acquire_lease_unchecked<'a>(
         &'a self,
         _: &'a Policy,
         _: &'a [u8],
+        _: Valid,
     ) -> BoxFuture<'a, tollgate::Result<Lease>> {
         self.fail()
     }
-    fn release_lease<'a>(
+    fn release_lease_unchecked<'a>(
         &'a self,
         _: &'a Policy,
         _: &'a [u8],
         _: LeaseId,
+        _: Valid,
     ) -> BoxFuture<'a, tollgate::Result<bool>> {
         self.fail()
     }
-    fn reset<'a>(&'a self, _: &'a Policy, _: &'a [u8]) -> BoxFuture<'a, tollgate::Result<()>> {
+    fn reset_unchecked<'a>(
+        &'a self,
+        _: &'a Policy,
+        _: &'a [u8],
+        _: Valid,
+    ) -> BoxFuture<'a, tollgate::Result<()>> {
         self.fail()
     }
-    fn usage<'a>(
+    fn usage_unchecked<'a>(
         &'a self,
         _: &'a Policy,
         _: &'a [u8],
         _: tollgate::Usage,
         _: u64,
+        _: Valid,
     ) -> BoxFuture<'a, tollgate::Result<Decision>> {
         self.fail()
     }
@@ -437,64 +448,71 @@ impl Store for Failing {
 struct NoAtomicBatches(MemoryStore<ManualClock>);
 
 impl Store for NoAtomicBatches {
-    fn check<'a>(
+    fn check_unchecked<'a>(
         &'a self,
         policy: &'a Policy,
         key: &'a [u8],
         cost: u64,
+        valid: Valid,
     ) -> BoxFuture<'a, tollgate::Result<Decision>> {
-        self.0.check(policy, key, cost)
+        self.0.check_unchecked(policy, key, cost, valid)
     }
-    fn reserve<'a>(
+    fn reserve_unchecked<'a>(
         &'a self,
         policy: &'a Policy,
         key: &'a [u8],
         cost: u64,
         max_wait: Duration,
+        valid: Valid,
     ) -> BoxFuture<'a, tollgate::Result<Decision>> {
-        self.0.reserve(policy, key, cost, max_wait)
+        self.0.reserve_unchecked(policy, key, cost, max_wait, valid)
     }
-    fn check_many<'a>(
+    fn check_many_unchecked<'a>(
         &'a self,
         requests: &'a [tollgate::Request<'a>],
         atomic: bool,
+        valid: Valid,
     ) -> BoxFuture<'a, tollgate::Result<Vec<Decision>>> {
         if atomic {
             let reason = "this store decides one key at a time".to_string();
             return Box::pin(async move { Err(Error::NotAtomic { reason }) });
         }
-        self.0.check_many(requests, false)
+        self.0.check_many_unchecked(requests, false, valid)
     }
-    fn acquire_lease<'a>(
+    fn acquire_lease_unchecked<'a>(
         &'a self,
         policy: &'a Policy,
         key: &'a [u8],
+        valid: Valid,
     ) -> BoxFuture<'a, tollgate::Result<Lease>> {
-        self.0.acquire_lease(policy, key)
+        self.0.acquire_lease_unchecked(policy, key, valid)
     }
-    fn release_lease<'a>(
+    fn release_lease_unchecked<'a>(
         &'a self,
         policy: &'a Policy,
         key: &'a [u8],
         lease: LeaseId,
+        valid: Valid,
     ) -> BoxFuture<'a, tollgate::Result<bool>> {
-        self.0.release_lease(policy, key, lease)
+        self.0.release_lease_unchecked(policy, key, lease, valid)
     }
-    fn reset<'a>(
+    fn reset_unchecked<'a>(
         &'a self,
         policy: &'a Policy,
         key: &'a [u8],
+        valid: Valid,
     ) -> BoxFuture<'a, tollgate::Result<()>> {
-        self.0.reset(policy, key)
+        self.0.reset_unchecked(policy, key, valid)
     }
-    fn usage<'a>(
+    fn usage_unchecked<'a>(
         &'a self,
         policy: &'a Policy,
         key: &'a [u8],
         op: tollgate::Usage,
         cost: u64,
+        valid: Valid,
     ) -> BoxFuture<'a, tollgate::Result<Decision>> {
-        self.0.usage(policy, key, op, cost)
+        self.0.usage_unchecked(policy, key, op, cost, valid)
     }
 }
 

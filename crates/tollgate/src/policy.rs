@@ -477,7 +477,7 @@ impl Policy {
             }
         };
         self.validate_cost(cost)?;
-        let micros = u64::try_from(max_wait.as_micros()).unwrap_or(u64::MAX);
+        let micros = wait_micros(max_wait);
         if micros as u128 * rate.units_per_micro as u128 > MAX_SCALED as u128 {
             return Err(Error::argument(
                 "max_wait",
@@ -489,6 +489,13 @@ impl Policy {
         }
         Ok(micros)
     }
+}
+
+/// A reservation's `max_wait` in µs (exact once validated: see
+/// [`Policy::validate_reservation`]).
+#[inline]
+pub(crate) fn wait_micros(max_wait: Duration) -> u64 {
+    u64::try_from(max_wait.as_micros()).unwrap_or(u64::MAX)
 }
 
 impl fmt::Debug for Policy {

@@ -35,9 +35,9 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use super::{BoxFuture, HeldGrant, Lease, Request, Stamp, Store, Usage, validate};
-use crate::algorithm::LeaseId;
-use crate::{Decision, Error, Policy, Result, StoreErrorKind};
+use super::forward::{Forward, forward};
+use super::{BoxFuture, Store};
+use crate::{Error, Result, StoreErrorKind};
 
 /// A store connected in the background; see the [module docs](self).
 #[derive(Debug, Clone)]
@@ -117,109 +117,23 @@ where
     }
 }
 
+impl Forward for DeferredStore {
+    fn target(&self) -> Result<&dyn Store> {
+        self.store().map(|s| &**s)
+    }
+}
+
+/// Every call goes to the connected store, once its input is valid.
 impl Store for DeferredStore {
-    fn check<'a>(
-        &'a self,
-        policy: &'a Policy,
-        key: &'a [u8],
-        cost: u64,
-    ) -> BoxFuture<'a, Result<Decision>> {
-        Box::pin(async move {
-            validate::check(policy, key, cost)?;
-            self.store()?.check(policy, key, cost).await
-        })
-    }
-
-    fn reserve<'a>(
-        &'a self,
-        policy: &'a Policy,
-        key: &'a [u8],
-        cost: u64,
-        max_wait: Duration,
-    ) -> BoxFuture<'a, Result<Decision>> {
-        Box::pin(async move {
-            validate::reserve(policy, key, cost, max_wait)?;
-            self.store()?.reserve(policy, key, cost, max_wait).await
-        })
-    }
-
-    fn check_many<'a>(
-        &'a self,
-        requests: &'a [Request<'a>],
-        atomic: bool,
-    ) -> BoxFuture<'a, Result<Vec<Decision>>> {
-        Box::pin(async move {
-            validate::check_many(requests, atomic)?;
-            self.store()?.check_many(requests, atomic).await
-        })
-    }
-
-    fn acquire_lease<'a>(
-        &'a self,
-        policy: &'a Policy,
-        key: &'a [u8],
-    ) -> BoxFuture<'a, Result<Lease>> {
-        Box::pin(async move {
-            validate::lease(policy, key, "acquire_lease")?;
-            self.store()?.acquire_lease(policy, key).await
-        })
-    }
-
-    fn release_lease<'a>(
-        &'a self,
-        policy: &'a Policy,
-        key: &'a [u8],
-        lease: LeaseId,
-    ) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(async move {
-            validate::lease(policy, key, "release_lease")?;
-            self.store()?.release_lease(policy, key, lease).await
-        })
-    }
-
-    fn reset<'a>(&'a self, policy: &'a Policy, key: &'a [u8]) -> BoxFuture<'a, Result<()>> {
-        Box::pin(async move {
-            validate::reset(key)?;
-            self.store()?.reset(policy, key).await
-        })
-    }
-
-    fn usage<'a>(
-        &'a self,
-        policy: &'a Policy,
-        key: &'a [u8],
-        op: Usage,
-        cost: u64,
-    ) -> BoxFuture<'a, Result<Decision>> {
-        Box::pin(async move {
-            validate::usage(policy, key, op, cost)?;
-            self.store()?.usage(policy, key, op, cost).await
-        })
-    }
-
-    fn take_held<'a>(
-        &'a self,
-        policy: &'a Policy,
-        key: &'a [u8],
-        max_cost: u64,
-        hold: Duration,
-    ) -> BoxFuture<'a, Result<HeldGrant>> {
-        Box::pin(async move {
-            validate::usage(policy, key, Usage::AtMostHeld(hold), max_cost)?;
-            self.store()?.take_held(policy, key, max_cost, hold).await
-        })
-    }
-
-    fn refund_held<'a>(
-        &'a self,
-        policy: &'a Policy,
-        key: &'a [u8],
-        stamp: Stamp,
-        units: u64,
-    ) -> BoxFuture<'a, Result<Option<Decision>>> {
-        Box::pin(async move {
-            validate::refund_held(policy, key, &stamp, units)?;
-            self.store()?.refund_held(policy, key, stamp, units).await
-        })
-    }
+    forward!(
+        check_unchecked,
+        reserve_unchecked,
+        check_many_unchecked,
+        acquire_lease_unchecked,
+        release_lease_unchecked,
+        reset_unchecked,
+        usage_unchecked,
+        take_held_unchecked,
+        refund_held_unchecked,
+    );
 }

@@ -14,8 +14,10 @@ use crate::algorithm::{LeaseId, Usage};
 use crate::{Decision, Error, Policy, Result};
 
 pub use self::held::{HeldGrant, Stamp};
+pub use self::validate::Valid;
 
 pub mod deferred;
+mod forward;
 mod held;
 pub(crate) mod key;
 pub mod leasing;
@@ -27,6 +29,19 @@ pub(crate) mod validate;
 
 /// A boxed future, so that `Store` can be used as `dyn Store`.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A call's answer, ready at once: bad input's error, or a store that never
+/// waits.
+#[inline]
+pub(crate) fn ready<'a, T: Send + 'a>(result: Result<T>) -> BoxFuture<'a, Result<T>> {
+    Box::pin(std::future::ready(result))
+}
+
+/// Bad input's error, answered at once.
+#[inline]
+fn failed<'a, T: Send + 'a>(error: Error) -> BoxFuture<'a, Result<T>> {
+    ready(Err(error))
+}
 
 /// One request of a batch: which policy, which key, what cost.
 #[derive(Debug, Clone, Copy)]
@@ -52,17 +67,122 @@ pub struct Lease {
 
 /// Where limiter state lives, and how decisions are made on it atomically.
 ///
-/// Every method validates its input (key length, cost against the policy's
-/// limit, the operation against the algorithm) before touching state, so bad
-/// input costs nothing and changes nothing.
+/// A store implements the `*_unchecked` methods: each operation on input
+/// already validated, which a [`Valid`] proves. Callers call the others:
+/// each validates its input (key length, cost against the policy's limit,
+/// the operation against the algorithm; `store/validate.rs`) before
+/// anything touches state, so bad input costs nothing and changes nothing,
+/// then calls its `*_unchecked` twin. A store that wraps another (the
+/// resilient, deferred, leasing and regional stores) passes the
+/// `*_unchecked` call on with its `Valid`, so a call is validated once,
+/// however many stores it passes through. Implementations leave the
+/// validating methods as they are.
 pub trait Store: Debug + Send + Sync {
+    /// [`check`](Self::check) on valid input.
+    fn check_unchecked<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        cost: u64,
+        valid: Valid,
+    ) -> BoxFuture<'a, Result<Decision>>;
+
+    /// [`reserve`](Self::reserve) on valid input (`max_wait` is a whole
+    /// number of µs the policy's rate keeps exact).
+    fn reserve_unchecked<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        cost: u64,
+        max_wait: Duration,
+        valid: Valid,
+    ) -> BoxFuture<'a, Result<Decision>>;
+
+    /// [`check_many`](Self::check_many) on valid input.
+    fn check_many_unchecked<'a>(
+        &'a self,
+        requests: &'a [Request<'a>],
+        atomic: bool,
+        valid: Valid,
+    ) -> BoxFuture<'a, Result<Vec<Decision>>>;
+
+    /// [`acquire_lease`](Self::acquire_lease) on valid input.
+    fn acquire_lease_unchecked<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        valid: Valid,
+    ) -> BoxFuture<'a, Result<Lease>>;
+
+    /// [`release_lease`](Self::release_lease) on valid input.
+    fn release_lease_unchecked<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        lease: LeaseId,
+        valid: Valid,
+    ) -> BoxFuture<'a, Result<bool>>;
+
+    /// [`reset`](Self::reset) on a valid key.
+    fn reset_unchecked<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        valid: Valid,
+    ) -> BoxFuture<'a, Result<()>>;
+
+    /// [`usage`](Self::usage) on valid input.
+    fn usage_unchecked<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        op: Usage,
+        cost: u64,
+        valid: Valid,
+    ) -> BoxFuture<'a, Result<Decision>>;
+
+    /// [`take_held`](Self::take_held) on valid input. A store that cannot
+    /// stamp answers no stamp (what this default does): its units can
+    /// only lapse.
+    fn take_held_unchecked<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        max_cost: u64,
+        hold: Duration,
+        valid: Valid,
+    ) -> BoxFuture<'a, Result<HeldGrant>> {
+        let usage = self.usage_unchecked(policy, key, Usage::AtMostHeld(hold), max_cost, valid);
+        Box::pin(async move { Ok(HeldGrant::unstamped(usage.await?)) })
+    }
+
+    /// [`refund_held`](Self::refund_held) on valid input. A store that
+    /// cannot compare states (this default) answers `unsupported`.
+    fn refund_held_unchecked<'a>(
+        &'a self,
+        policy: &'a Policy,
+        _key: &'a [u8],
+        _stamp: Stamp,
+        _units: u64,
+        _valid: Valid,
+    ) -> BoxFuture<'a, Result<Option<Decision>>> {
+        ready(Err(Error::Unsupported {
+            operation: "refund_held",
+            algorithm: policy.algorithm().name(),
+        }))
+    }
+
     /// Decides a request of `cost` on `key` under `policy`; cost 0 peeks.
     fn check<'a>(
         &'a self,
         policy: &'a Policy,
         key: &'a [u8],
         cost: u64,
-    ) -> BoxFuture<'a, Result<Decision>>;
+    ) -> BoxFuture<'a, Result<Decision>> {
+        validate::check(policy, key, cost).map_or_else(failed, |valid| {
+            self.check_unchecked(policy, key, cost, valid)
+        })
+    }
 
     /// For token buckets and GCRA: admits a request that would wait at most
     /// `max_wait`, consuming future capacity; the decision's `delay` is the
@@ -73,7 +193,11 @@ pub trait Store: Debug + Send + Sync {
         key: &'a [u8],
         cost: u64,
         max_wait: Duration,
-    ) -> BoxFuture<'a, Result<Decision>>;
+    ) -> BoxFuture<'a, Result<Decision>> {
+        validate::reserve(policy, key, cost, max_wait).map_or_else(failed, |valid| {
+            self.reserve_unchecked(policy, key, cost, max_wait, valid)
+        })
+    }
 
     /// Decides several requests at once, in order. With `atomic`, either all
     /// are admitted and consume, or none consumes: then every decision is a
@@ -84,14 +208,22 @@ pub trait Store: Debug + Send + Sync {
         &'a self,
         requests: &'a [Request<'a>],
         atomic: bool,
-    ) -> BoxFuture<'a, Result<Vec<Decision>>>;
+    ) -> BoxFuture<'a, Result<Vec<Decision>>> {
+        validate::check_many(requests, atomic).map_or_else(failed, |valid| {
+            self.check_many_unchecked(requests, atomic, valid)
+        })
+    }
 
     /// For concurrency policies: takes a lease if one is free.
     fn acquire_lease<'a>(
         &'a self,
         policy: &'a Policy,
         key: &'a [u8],
-    ) -> BoxFuture<'a, Result<Lease>>;
+    ) -> BoxFuture<'a, Result<Lease>> {
+        validate::lease(policy, key, "acquire_lease").map_or_else(failed, |valid| {
+            self.acquire_lease_unchecked(policy, key, valid)
+        })
+    }
 
     /// Gives a lease back; returns whether it was still held. Idempotent.
     fn release_lease<'a>(
@@ -99,10 +231,16 @@ pub trait Store: Debug + Send + Sync {
         policy: &'a Policy,
         key: &'a [u8],
         lease: LeaseId,
-    ) -> BoxFuture<'a, Result<bool>>;
+    ) -> BoxFuture<'a, Result<bool>> {
+        validate::lease(policy, key, "release_lease").map_or_else(failed, |valid| {
+            self.release_lease_unchecked(policy, key, lease, valid)
+        })
+    }
 
     /// Forgets everything about `key` under `policy`.
-    fn reset<'a>(&'a self, policy: &'a Policy, key: &'a [u8]) -> BoxFuture<'a, Result<()>>;
+    fn reset<'a>(&'a self, policy: &'a Policy, key: &'a [u8]) -> BoxFuture<'a, Result<()>> {
+        validate::reset(key).map_or_else(failed, |valid| self.reset_unchecked(policy, key, valid))
+    }
 
     /// A usage operation of `cost` (at most 2^52) on `key`: what
     /// [`charge`](Self::charge), [`refund`](Self::refund) and
@@ -114,7 +252,11 @@ pub trait Store: Debug + Send + Sync {
         key: &'a [u8],
         op: Usage,
         cost: u64,
-    ) -> BoxFuture<'a, Result<Decision>>;
+    ) -> BoxFuture<'a, Result<Decision>> {
+        validate::usage(policy, key, op, cost).map_or_else(failed, |valid| {
+            self.usage_unchecked(policy, key, op, cost, valid)
+        })
+    }
 
     /// Records usage that already happened: consumes `cost` even past the
     /// limit, so the key may go into debt (a window counts past its limit,
@@ -189,8 +331,8 @@ pub trait Store: Debug + Send + Sync {
     /// [`check_at_most_held`](Self::check_at_most_held), answering also
     /// with the [`Stamp`] of the state the take wrote, which
     /// [`refund_held`](Self::refund_held) compares to give unused units
-    /// back exactly. A store that cannot stamp answers no stamp (what
-    /// this default does): its units can only lapse.
+    /// back exactly. A store that cannot stamp answers no stamp: its units
+    /// can only lapse.
     fn take_held<'a>(
         &'a self,
         policy: &'a Policy,
@@ -198,10 +340,10 @@ pub trait Store: Debug + Send + Sync {
         max_cost: u64,
         hold: Duration,
     ) -> BoxFuture<'a, Result<HeldGrant>> {
-        Box::pin(async move {
-            let decision = self.check_at_most_held(policy, key, max_cost, hold).await?;
-            Ok(HeldGrant::unstamped(decision))
-        })
+        validate::usage(policy, key, Usage::AtMostHeld(hold), max_cost)
+            .map_or_else(failed, |valid| {
+                self.take_held_unchecked(policy, key, max_cost, hold, valid)
+            })
     }
 
     /// Gives back `units` (1 to what was granted) of the held take that
@@ -217,7 +359,7 @@ pub trait Store: Debug + Send + Sync {
     /// than before the take. Answers the decision after the refund, or
     /// `None` when the state moved: then nothing is written, and the units
     /// stay consumed. Token buckets and GCRA only; a store that cannot
-    /// compare states (this default) answers `unsupported`.
+    /// compare states answers `unsupported`.
     fn refund_held<'a>(
         &'a self,
         policy: &'a Policy,
@@ -225,12 +367,8 @@ pub trait Store: Debug + Send + Sync {
         stamp: Stamp,
         units: u64,
     ) -> BoxFuture<'a, Result<Option<Decision>>> {
-        Box::pin(async move {
-            validate::refund_held(policy, key, &stamp, units)?;
-            Err(Error::Unsupported {
-                operation: "refund_held",
-                algorithm: policy.algorithm().name(),
-            })
+        validate::refund_held(policy, key, &stamp, units).map_or_else(failed, |valid| {
+            self.refund_held_unchecked(policy, key, stamp, units, valid)
         })
     }
 

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tollgate::algorithm::{LeaseId, Usage};
-use tollgate::store::{BoxFuture, HeldGrant, Lease, Request, Stamp, Store};
+use tollgate::store::{BoxFuture, HeldGrant, Lease, Request, Stamp, Store, Valid};
 use tollgate::{Decision, Policy, Result};
 
 /// A store that counts what `check_at_most` (held or not) granted and what was
@@ -44,48 +44,68 @@ impl Counting {
 }
 
 impl Store for Counting {
-    fn check<'a>(&'a self, p: &'a Policy, k: &'a [u8], c: u64) -> BoxFuture<'a, Result<Decision>> {
-        self.store.check(p, k, c)
+    fn check_unchecked<'a>(
+        &'a self,
+        p: &'a Policy,
+        k: &'a [u8],
+        c: u64,
+        valid: Valid,
+    ) -> BoxFuture<'a, Result<Decision>> {
+        self.store.check_unchecked(p, k, c, valid)
     }
-    fn reserve<'a>(
+    fn reserve_unchecked<'a>(
         &'a self,
         p: &'a Policy,
         k: &'a [u8],
         c: u64,
         w: Duration,
+        valid: Valid,
     ) -> BoxFuture<'a, Result<Decision>> {
-        self.store.reserve(p, k, c, w)
+        self.store.reserve_unchecked(p, k, c, w, valid)
     }
-    fn check_many<'a>(
+    fn check_many_unchecked<'a>(
         &'a self,
         r: &'a [Request<'a>],
         atomic: bool,
+        valid: Valid,
     ) -> BoxFuture<'a, Result<Vec<Decision>>> {
-        self.store.check_many(r, atomic)
+        self.store.check_many_unchecked(r, atomic, valid)
     }
-    fn acquire_lease<'a>(&'a self, p: &'a Policy, k: &'a [u8]) -> BoxFuture<'a, Result<Lease>> {
-        self.store.acquire_lease(p, k)
+    fn acquire_lease_unchecked<'a>(
+        &'a self,
+        p: &'a Policy,
+        k: &'a [u8],
+        valid: Valid,
+    ) -> BoxFuture<'a, Result<Lease>> {
+        self.store.acquire_lease_unchecked(p, k, valid)
     }
-    fn release_lease<'a>(
+    fn release_lease_unchecked<'a>(
         &'a self,
         p: &'a Policy,
         k: &'a [u8],
         l: LeaseId,
+        valid: Valid,
     ) -> BoxFuture<'a, Result<bool>> {
-        self.store.release_lease(p, k, l)
+        self.store.release_lease_unchecked(p, k, l, valid)
     }
-    fn reset<'a>(&'a self, p: &'a Policy, k: &'a [u8]) -> BoxFuture<'a, Result<()>> {
-        self.store.reset(p, k)
+    fn reset_unchecked<'a>(
+        &'a self,
+        p: &'a Policy,
+        k: &'a [u8],
+        valid: Valid,
+    ) -> BoxFuture<'a, Result<()>> {
+        self.store.reset_unchecked(p, k, valid)
     }
-    fn usage<'a>(
+    fn usage_unchecked<'a>(
         &'a self,
         p: &'a Policy,
         k: &'a [u8],
         op: Usage,
         c: u64,
+        valid: Valid,
     ) -> BoxFuture<'a, Result<Decision>> {
         Box::pin(async move {
-            let d = self.store.usage(p, k, op, c).await?;
+            let d = self.store.usage_unchecked(p, k, op, c, valid).await?;
             match op {
                 op if op.is_at_most() => self.granted.fetch_add(d.granted, Ordering::Relaxed),
                 Usage::Refund => self.refunded.fetch_add(c, Ordering::Relaxed),
@@ -94,29 +114,34 @@ impl Store for Counting {
             Ok(d)
         })
     }
-    fn take_held<'a>(
+    fn take_held_unchecked<'a>(
         &'a self,
         p: &'a Policy,
         k: &'a [u8],
         c: u64,
         hold: Duration,
+        valid: Valid,
     ) -> BoxFuture<'a, Result<HeldGrant>> {
         Box::pin(async move {
-            let held = self.store.take_held(p, k, c, hold).await?;
+            let held = self.store.take_held_unchecked(p, k, c, hold, valid).await?;
             self.granted
                 .fetch_add(held.decision.granted, Ordering::Relaxed);
             Ok(held)
         })
     }
-    fn refund_held<'a>(
+    fn refund_held_unchecked<'a>(
         &'a self,
         p: &'a Policy,
         k: &'a [u8],
         stamp: Stamp,
         units: u64,
+        valid: Valid,
     ) -> BoxFuture<'a, Result<Option<Decision>>> {
         Box::pin(async move {
-            let d = self.store.refund_held(p, k, stamp, units).await?;
+            let d = self
+                .store
+                .refund_held_unchecked(p, k, stamp, units, valid)
+                .await?;
             if d.is_some() {
                 self.refunded.fetch_add(units, Ordering::Relaxed);
             }

@@ -13,9 +13,10 @@ use hashbrown::HashMap;
 
 use self::slot::Slot;
 use self::take::Took;
+use super::forward::{Forward, forward};
 use super::key::{KeyRef, StoredKey};
-use super::{BoxFuture, HeldGrant, Lease, Request, Stamp, Store};
-use crate::algorithm::{LeaseId, Usage};
+use super::{BoxFuture, Stamp, Store, Valid, ready};
+use crate::algorithm::Usage;
 use crate::{Clock, Decision, MonotonicClock, Policy, Result};
 
 /// A [`Store`] that answers leased policies from batches (see the module).
@@ -160,7 +161,13 @@ impl LeasingStore {
         answer(slot, now, cost)
     }
 
-    async fn leased_check(&self, policy: &Policy, key: &[u8], cost: u64) -> Result<Decision> {
+    async fn leased_check(
+        &self,
+        policy: &Policy,
+        key: &[u8],
+        cost: u64,
+        valid: Valid,
+    ) -> Result<Decision> {
         self.start_sweeping();
         loop {
             let slot = self.slot(policy, key);
@@ -183,7 +190,9 @@ impl LeasingStore {
                     // The units held were spent first; now the wrapped
                     // store's failure policy answers, without the lock.
                     drop(taken);
-                    return self.inner.store.check(policy, key, cost).await;
+                    return (self.inner.store)
+                        .check_unchecked(policy, key, cost, valid)
+                        .await;
                 }
             }
         }
@@ -218,62 +227,45 @@ fn answer(slot: &Slot, now: u64, cost: u64) -> Option<Decision> {
     }
 }
 
+impl Forward for LeasingStore {
+    #[inline]
+    fn target(&self) -> Result<&dyn Store> {
+        Ok(&*self.inner.store)
+    }
+}
+
 impl Store for LeasingStore {
-    fn check<'a>(
+    forward!(
+        reserve_unchecked,
+        check_many_unchecked,
+        acquire_lease_unchecked,
+        release_lease_unchecked,
+        take_held_unchecked,
+    );
+
+    fn check_unchecked<'a>(
         &'a self,
         policy: &'a Policy,
         key: &'a [u8],
         cost: u64,
+        valid: Valid,
     ) -> BoxFuture<'a, Result<Decision>> {
         if !policy.leased() || cost == 0 {
-            return self.inner.store.check(policy, key, cost);
-        }
-        if let Err(e) = crate::store::validate::check(policy, key, cost) {
-            return Box::pin(std::future::ready(Err(e)));
+            return self.inner.store.check_unchecked(policy, key, cost, valid);
         }
         // The common case, without the async machinery.
         if let Some(d) = self.spend(policy, key, cost) {
-            return Box::pin(std::future::ready(Ok(d)));
+            return ready(Ok(d));
         }
-        Box::pin(self.leased_check(policy, key, cost))
+        Box::pin(self.leased_check(policy, key, cost, valid))
     }
 
-    fn reserve<'a>(
+    fn reset_unchecked<'a>(
         &'a self,
         policy: &'a Policy,
         key: &'a [u8],
-        cost: u64,
-        max_wait: Duration,
-    ) -> BoxFuture<'a, Result<Decision>> {
-        self.inner.store.reserve(policy, key, cost, max_wait)
-    }
-
-    fn check_many<'a>(
-        &'a self,
-        requests: &'a [Request<'a>],
-        atomic: bool,
-    ) -> BoxFuture<'a, Result<Vec<Decision>>> {
-        self.inner.store.check_many(requests, atomic)
-    }
-
-    fn acquire_lease<'a>(
-        &'a self,
-        policy: &'a Policy,
-        key: &'a [u8],
-    ) -> BoxFuture<'a, Result<Lease>> {
-        self.inner.store.acquire_lease(policy, key)
-    }
-
-    fn release_lease<'a>(
-        &'a self,
-        policy: &'a Policy,
-        key: &'a [u8],
-        lease: LeaseId,
-    ) -> BoxFuture<'a, Result<bool>> {
-        self.inner.store.release_lease(policy, key, lease)
-    }
-
-    fn reset<'a>(&'a self, policy: &'a Policy, key: &'a [u8]) -> BoxFuture<'a, Result<()>> {
+        valid: Valid,
+    ) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
             let slot = self.inner.slots.write().remove(&KeyRef::new(policy, key));
             if let Some(slot) = slot {
@@ -281,42 +273,36 @@ impl Store for LeasingStore {
                 slot.gone.store(true, Ordering::Release);
                 slot.clear();
             }
-            self.inner.store.reset(policy, key).await
+            self.inner.store.reset_unchecked(policy, key, valid).await
         })
     }
 
-    fn usage<'a>(
+    fn usage_unchecked<'a>(
         &'a self,
         policy: &'a Policy,
         key: &'a [u8],
         op: Usage,
         cost: u64,
+        valid: Valid,
     ) -> BoxFuture<'a, Result<Decision>> {
         if op == Usage::Refund {
             // A refund may end the saturation this instance denies for.
             self.lift_denial(policy, key);
         }
-        self.inner.store.usage(policy, key, op, cost)
+        self.inner
+            .store
+            .usage_unchecked(policy, key, op, cost, valid)
     }
 
-    fn take_held<'a>(
-        &'a self,
-        policy: &'a Policy,
-        key: &'a [u8],
-        max_cost: u64,
-        hold: Duration,
-    ) -> BoxFuture<'a, Result<HeldGrant>> {
-        self.inner.store.take_held(policy, key, max_cost, hold)
-    }
-
-    fn refund_held<'a>(
+    fn refund_held_unchecked<'a>(
         &'a self,
         policy: &'a Policy,
         key: &'a [u8],
         stamp: Stamp,
         units: u64,
+        valid: Valid,
     ) -> BoxFuture<'a, Result<Option<Decision>>> {
         self.lift_denial(policy, key);
-        self.inner.store.refund_held(policy, key, stamp, units)
+        (self.inner.store).refund_held_unchecked(policy, key, stamp, units, valid)
     }
 }

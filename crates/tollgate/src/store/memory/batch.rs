@@ -9,15 +9,25 @@ use crate::algorithm::State;
 use crate::clock::Clock;
 use crate::decision::Verdict;
 use crate::store::key::KeyRef;
-use crate::store::{Request, validate};
+use crate::store::{Request, Valid, validate};
 use crate::{Decision, Result};
 
 impl<C: Clock> MemoryStore<C> {
     /// [`Store::check_many`](crate::Store::check_many) without an executor.
     pub fn check_many_sync(&self, requests: &[Request<'_>], atomic: bool) -> Result<Vec<Decision>> {
-        validate::check_many(requests, atomic)?;
+        let valid = validate::check_many(requests, atomic)?;
+        Ok(self.check_many_valid(requests, atomic, valid))
+    }
+
+    /// [`check_many_sync`](Self::check_many_sync) on valid input.
+    pub(super) fn check_many_valid(
+        &self,
+        requests: &[Request<'_>],
+        atomic: bool,
+        _: Valid,
+    ) -> Vec<Decision> {
         if !atomic {
-            return Ok(requests
+            return requests
                 .iter()
                 .map(|r| {
                     self.apply(
@@ -32,7 +42,7 @@ impl<C: Clock> MemoryStore<C> {
                     .decision()
                     .shadowed(r.policy)
                 })
-                .collect());
+                .collect();
         }
         let keys: Vec<KeyRef<'_>> = requests
             .iter()
@@ -72,12 +82,12 @@ impl<C: Clock> MemoryStore<C> {
                 let map = locked(&mut guards, shard_of(hash));
                 self.store_entry(map, hash, *key, state, now, v.reset_after);
             }
-            return Ok(verdicts.into_iter().map(Verdict::decision).collect());
+            return verdicts.into_iter().map(Verdict::decision).collect();
         }
         // Denied as a whole: nothing consumed. Report each key as a peek,
         // denied, with the retry of those that were over their own limit.
         drop(guards);
-        Ok(requests
+        requests
             .iter()
             .zip(verdicts)
             .map(|(r, v)| {
@@ -99,7 +109,7 @@ impl<C: Clock> MemoryStore<C> {
                 }
                 .decision()
             })
-            .collect())
+            .collect()
     }
 }
 

@@ -8,7 +8,8 @@ use super::{MemoryStore, shard_of};
 use crate::algorithm::{Algorithm, LeaseId, State, Usage};
 use crate::clock::Clock;
 use crate::decision::Verdict;
-use crate::store::{Lease, validate};
+use crate::policy::wait_micros;
+use crate::store::{Lease, Valid, validate};
 use crate::{Decision, Policy, Result};
 
 use crate::store::key::KeyRef;
@@ -27,12 +28,17 @@ impl<C: Clock> MemoryStore<C> {
     /// waits, so this is what [`Store::check`](crate::Store::check) does.
     #[inline]
     pub fn check_sync(&self, policy: &Policy, key: &[u8], cost: u64) -> Result<Decision> {
-        validate::check(policy, key, cost)?;
-        Ok(self
-            .apply(policy, key, Op::Check { cost, max_wait: 0 })
+        let valid = validate::check(policy, key, cost)?;
+        Ok(self.check_valid(policy, key, cost, valid))
+    }
+
+    /// [`check_sync`](Self::check_sync) on valid input.
+    #[inline]
+    pub(super) fn check_valid(&self, policy: &Policy, key: &[u8], cost: u64, _: Valid) -> Decision {
+        self.apply(policy, key, Op::Check { cost, max_wait: 0 })
             .0
             .decision()
-            .shadowed(policy))
+            .shadowed(policy)
     }
 
     /// [`Store::reserve`](crate::Store::reserve) without an executor.
@@ -43,11 +49,23 @@ impl<C: Clock> MemoryStore<C> {
         cost: u64,
         max_wait: Duration,
     ) -> Result<Decision> {
-        let max_wait = validate::reserve(policy, key, cost, max_wait)?;
-        Ok(self
-            .apply(policy, key, Op::Check { cost, max_wait })
+        let valid = validate::reserve(policy, key, cost, max_wait)?;
+        Ok(self.reserve_valid(policy, key, cost, max_wait, valid))
+    }
+
+    /// [`reserve_sync`](Self::reserve_sync) on valid input.
+    pub(super) fn reserve_valid(
+        &self,
+        policy: &Policy,
+        key: &[u8],
+        cost: u64,
+        max_wait: Duration,
+        _: Valid,
+    ) -> Decision {
+        let max_wait = wait_micros(max_wait);
+        self.apply(policy, key, Op::Check { cost, max_wait })
             .0
-            .decision())
+            .decision()
     }
 
     /// [`Store::usage`](crate::Store::usage) without an executor:
@@ -62,38 +80,72 @@ impl<C: Clock> MemoryStore<C> {
         op: Usage,
         cost: u64,
     ) -> Result<Decision> {
-        validate::usage(policy, key, op, cost)?;
+        let valid = validate::usage(policy, key, op, cost)?;
+        Ok(self.usage_valid(policy, key, op, cost, valid))
+    }
+
+    /// [`usage_sync`](Self::usage_sync) on valid input.
+    #[inline(always)]
+    pub(super) fn usage_valid(
+        &self,
+        policy: &Policy,
+        key: &[u8],
+        op: Usage,
+        cost: u64,
+        _: Valid,
+    ) -> Decision {
         let (verdict, granted) = self.apply(policy, key, Op::Usage { op, cost });
-        Ok(verdict.decision().with_granted(granted))
+        verdict.decision().with_granted(granted)
     }
 
     /// [`Store::acquire_lease`](crate::Store::acquire_lease) without an executor.
     pub fn acquire_lease_sync(&self, policy: &Policy, key: &[u8]) -> Result<Lease> {
-        validate::lease(policy, key, "acquire_lease")?;
+        let valid = validate::lease(policy, key, "acquire_lease")?;
+        Ok(self.acquire_lease_valid(policy, key, valid))
+    }
+
+    /// [`acquire_lease_sync`](Self::acquire_lease_sync) on valid input.
+    pub(super) fn acquire_lease_valid(&self, policy: &Policy, key: &[u8], _: Valid) -> Lease {
         let id = LeaseId::random();
         let (verdict, _) = self.apply(policy, key, Op::Acquire(id));
-        Ok(Lease {
+        Lease {
             decision: verdict.decision(),
             id: verdict.allowed.then_some(id),
-        })
+        }
     }
 
     /// [`Store::release_lease`](crate::Store::release_lease) without an executor.
     pub fn release_lease_sync(&self, policy: &Policy, key: &[u8], lease: LeaseId) -> Result<bool> {
-        validate::lease(policy, key, "release_lease")?;
-        Ok(self.apply(policy, key, Op::Release(lease)).1 == 1)
+        let valid = validate::lease(policy, key, "release_lease")?;
+        Ok(self.release_lease_valid(policy, key, lease, valid))
+    }
+
+    /// [`release_lease_sync`](Self::release_lease_sync) on valid input.
+    pub(super) fn release_lease_valid(
+        &self,
+        policy: &Policy,
+        key: &[u8],
+        lease: LeaseId,
+        _: Valid,
+    ) -> bool {
+        self.apply(policy, key, Op::Release(lease)).1 == 1
     }
 
     /// Forgets `key` under `policy`.
     pub fn reset_sync(&self, policy: &Policy, key: &[u8]) -> Result<()> {
-        validate::reset(key)?;
+        let valid = validate::reset(key)?;
+        self.reset_valid(policy, key, valid);
+        Ok(())
+    }
+
+    /// [`reset_sync`](Self::reset_sync) on a valid key.
+    pub(crate) fn reset_valid(&self, policy: &Policy, key: &[u8], _: Valid) {
         let k = KeyRef::new(policy, key);
         let hash = self.hash(&k);
         let mut map = self.inner.shards[shard_of(hash)].0.lock();
         if let Some(i) = map.find(hash, |e| k.matches(&e.key)) {
             map.remove(i, self.rehash());
         }
-        Ok(())
     }
 
     /// Runs `op` on the key's state under its shard's lock. Returns the

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::MemoryStore;
 use crate::algorithm::Usage;
 use crate::clock::Clock;
-use crate::store::{HeldGrant, Stamp, validate};
+use crate::store::{HeldGrant, Stamp, Valid, validate};
 use crate::{Decision, Policy, Result};
 
 impl<C: Clock> MemoryStore<C> {
@@ -19,17 +19,29 @@ impl<C: Clock> MemoryStore<C> {
         max_cost: u64,
         hold: Duration,
     ) -> Result<HeldGrant> {
+        let valid = validate::usage(policy, key, Usage::AtMostHeld(hold), max_cost)?;
+        Ok(self.take_held_valid(policy, key, max_cost, hold, valid))
+    }
+
+    /// [`take_held_sync`](Self::take_held_sync) on valid input.
+    pub(super) fn take_held_valid(
+        &self,
+        policy: &Policy,
+        key: &[u8],
+        max_cost: u64,
+        hold: Duration,
+        _: Valid,
+    ) -> HeldGrant {
         let op = Usage::AtMostHeld(hold);
-        validate::usage(policy, key, op, max_cost)?;
         let (verdict, (granted, stamp)) = self.apply_with(policy, key, |algorithm, state, now| {
             let (verdict, granted) = algorithm.usage_micros(state, now, op, max_cost);
             let stamp = (granted > 0).then(|| algorithm.stamp_of(state)).flatten();
             (verdict, (granted, stamp))
         });
-        Ok(HeldGrant {
+        HeldGrant {
             decision: verdict.decision().with_granted(granted),
             stamp: stamp.map(|s| Stamp::new(s, granted)),
-        })
+        }
     }
 
     /// [`Store::refund_held`](crate::Store::refund_held) without an
@@ -41,10 +53,22 @@ impl<C: Clock> MemoryStore<C> {
         stamp: Stamp,
         units: u64,
     ) -> Result<Option<Decision>> {
-        validate::refund_held(policy, key, &stamp, units)?;
+        let valid = validate::refund_held(policy, key, &stamp, units)?;
+        Ok(self.refund_held_valid(policy, key, stamp, units, valid))
+    }
+
+    /// [`refund_held_sync`](Self::refund_held_sync) on valid input.
+    pub(super) fn refund_held_valid(
+        &self,
+        policy: &Policy,
+        key: &[u8],
+        stamp: Stamp,
+        units: u64,
+        _: Valid,
+    ) -> Option<Decision> {
         let (verdict, applied) = self.apply_with(policy, key, |algorithm, state, now| {
             algorithm.refund_held_micros(state, now, stamp.state(), units)
         });
-        Ok(applied.then(|| verdict.decision()))
+        applied.then(|| verdict.decision())
     }
 }

@@ -1,9 +1,12 @@
 #![doc = include_str!("../../docs/memory.md")]
 
 // The files here, one concept each: `builder.rs`, `decide.rs` (one key's
-// state under its shard's lock), `batch.rs`, `eviction.rs` (the key cap
-// and sweeps), `store.rs` (the [`Store`](super::Store) impl), `key.rs`
-// (a (policy, key) pair as a map key) and `table.rs` (a shard's table).
+// state under its shard's lock, and the calls made of it), `batch.rs`
+// (several requests, atomic ones under every shard lock they need),
+// `held.rs` (a held take's stamp and its exact refund), `eviction.rs` (the
+// key cap and sweeps), `store.rs` (the [`Store`](super::Store) impl, on
+// valid input) and `table.rs` (a shard's table). The (policy, key) pair it
+// keys its table by is every store's: `store/key.rs`.
 
 use std::hash::BuildHasher;
 use std::sync::Arc;

@@ -79,7 +79,7 @@ impl RedisStore {
             for (i, slot) in decisions.iter_mut().enumerate() {
                 if slot.is_none() {
                     let r = &requests[i];
-                    let peek = self.check(r.policy, r.key, 0).await?;
+                    let peek = self.decide(r.policy, r.key, 0, 0).await?.shadowed(r.policy);
                     *slot = Some(denied_peek(peek, r.cost));
                 }
             }

@@ -6,7 +6,6 @@ use super::algorithm;
 use super::pack::{Arg, pack};
 use super::reply::decision;
 use crate::algorithm::LeaseId;
-use crate::store::validate;
 use crate::{Decision, Policy, Result};
 
 /// What to do with a lease.
@@ -24,19 +23,11 @@ impl LeaseOp {
             LeaseOp::Release => "release",
         }
     }
-
-    /// The [`Store`](crate::Store) method, for errors.
-    fn method(self) -> &'static str {
-        match self {
-            LeaseOp::Acquire => "acquire_lease",
-            LeaseOp::Release => "release_lease",
-        }
-    }
 }
 
 impl RedisStore {
-    /// Takes or gives back lease `id`: the decision, and whether the lease
-    /// was taken (acquire) or still held (release).
+    /// Takes or gives back lease `id` (the input validated): the decision,
+    /// and whether the lease was taken (acquire) or still held (release).
     pub(super) async fn lease(
         &self,
         policy: &Policy,
@@ -44,7 +35,6 @@ impl RedisStore {
         op: LeaseOp,
         id: LeaseId,
     ) -> Result<(Decision, bool)> {
-        validate::lease(policy, key, op.method())?;
         let redis_key = self.key_of(policy, key);
         let id = id.to_string();
         let [time, deadline] = self.time_args()?;

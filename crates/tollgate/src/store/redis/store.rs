@@ -1,4 +1,4 @@
-//! The [`Store`] impl: validation, then a decision, a batch or a lease.
+//! The [`Store`] impl: on valid input, a decision, a batch or a lease.
 
 use std::time::Duration;
 
@@ -6,44 +6,42 @@ use super::RedisStore;
 use super::error::store_error;
 use super::lease::LeaseOp;
 use crate::algorithm::{LeaseId, Usage};
-use crate::store::validate;
-use crate::store::{BoxFuture, HeldGrant, Lease, Request, Stamp, Store};
+use crate::policy::wait_micros;
+use crate::store::{BoxFuture, HeldGrant, Lease, Request, Stamp, Store, Valid};
 use crate::{Decision, Policy, Result};
 
 impl Store for RedisStore {
-    fn check<'a>(
+    fn check_unchecked<'a>(
         &'a self,
         policy: &'a Policy,
         key: &'a [u8],
         cost: u64,
+        _: Valid,
     ) -> BoxFuture<'a, Result<Decision>> {
         Box::pin(async move {
-            validate::check(policy, key, cost)?;
             let decision = self.decide(policy, key, cost, 0).await?;
             Ok(decision.shadowed(policy))
         })
     }
 
-    fn reserve<'a>(
+    fn reserve_unchecked<'a>(
         &'a self,
         policy: &'a Policy,
         key: &'a [u8],
         cost: u64,
         max_wait: Duration,
+        _: Valid,
     ) -> BoxFuture<'a, Result<Decision>> {
-        Box::pin(async move {
-            let max_wait = validate::reserve(policy, key, cost, max_wait)?;
-            self.decide(policy, key, cost, max_wait).await
-        })
+        Box::pin(async move { self.decide(policy, key, cost, wait_micros(max_wait)).await })
     }
 
-    fn check_many<'a>(
+    fn check_many_unchecked<'a>(
         &'a self,
         requests: &'a [Request<'a>],
         atomic: bool,
+        _: Valid,
     ) -> BoxFuture<'a, Result<Vec<Decision>>> {
         Box::pin(async move {
-            validate::check_many(requests, atomic)?;
             if requests.is_empty() {
                 return Ok(Vec::new());
             }
@@ -64,10 +62,11 @@ impl Store for RedisStore {
         })
     }
 
-    fn acquire_lease<'a>(
+    fn acquire_lease_unchecked<'a>(
         &'a self,
         policy: &'a Policy,
         key: &'a [u8],
+        _: Valid,
     ) -> BoxFuture<'a, Result<Lease>> {
         Box::pin(async move {
             let id = LeaseId::random();
@@ -79,18 +78,23 @@ impl Store for RedisStore {
         })
     }
 
-    fn release_lease<'a>(
+    fn release_lease_unchecked<'a>(
         &'a self,
         policy: &'a Policy,
         key: &'a [u8],
         lease: LeaseId,
+        _: Valid,
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move { Ok(self.lease(policy, key, LeaseOp::Release, lease).await?.1) })
     }
 
-    fn reset<'a>(&'a self, policy: &'a Policy, key: &'a [u8]) -> BoxFuture<'a, Result<()>> {
+    fn reset_unchecked<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        _: Valid,
+    ) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            validate::reset(key)?;
             let mut cmd = redis::cmd("DEL");
             cmd.arg(self.key_of(policy, key));
             self.inner
@@ -102,42 +106,36 @@ impl Store for RedisStore {
         })
     }
 
-    fn usage<'a>(
+    fn usage_unchecked<'a>(
         &'a self,
         policy: &'a Policy,
         key: &'a [u8],
         op: Usage,
         cost: u64,
+        _: Valid,
     ) -> BoxFuture<'a, Result<Decision>> {
-        Box::pin(async move {
-            validate::usage(policy, key, op, cost)?;
-            self.usage_op(policy, key, op, cost).await
-        })
+        Box::pin(async move { self.usage_op(policy, key, op, cost).await })
     }
 
-    fn take_held<'a>(
+    fn take_held_unchecked<'a>(
         &'a self,
         policy: &'a Policy,
         key: &'a [u8],
         max_cost: u64,
         hold: Duration,
+        _: Valid,
     ) -> BoxFuture<'a, Result<HeldGrant>> {
-        Box::pin(async move {
-            validate::usage(policy, key, Usage::AtMostHeld(hold), max_cost)?;
-            self.take_held_op(policy, key, max_cost, hold).await
-        })
+        Box::pin(async move { self.take_held_op(policy, key, max_cost, hold).await })
     }
 
-    fn refund_held<'a>(
+    fn refund_held_unchecked<'a>(
         &'a self,
         policy: &'a Policy,
         key: &'a [u8],
         stamp: Stamp,
         units: u64,
+        _: Valid,
     ) -> BoxFuture<'a, Result<Option<Decision>>> {
-        Box::pin(async move {
-            validate::refund_held(policy, key, &stamp, units)?;
-            self.refund_held_op(policy, key, stamp, units).await
-        })
+        Box::pin(async move { self.refund_held_op(policy, key, stamp, units).await })
     }
 }

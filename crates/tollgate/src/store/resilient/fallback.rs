@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 
 use super::OnFailure;
 use crate::algorithm::{Algorithm, LeaseId};
-use crate::store::{Lease, Request};
+use crate::store::{Lease, Request, Valid};
 use crate::{Clock, Decision, Error, MemoryStore, Policy, Result, Source};
 
 /// A memory store whose policies are the callers' policies shared among
@@ -174,9 +174,11 @@ impl Fallback {
         }
     }
 
-    /// Forgets `key` under `policy` locally.
-    pub(crate) fn reset(&self, policy: &Policy, key: &[u8]) -> Result<()> {
-        self.store.reset_sync(&self.share(policy), key)
+    /// Forgets `key` under `policy` locally (its key already valid; the
+    /// others validate again, against the share's policy, whose limit is
+    /// not the caller's).
+    pub(crate) fn reset(&self, policy: &Policy, key: &[u8], valid: Valid) {
+        self.store.reset_valid(&self.share(policy), key, valid);
     }
 }
 

@@ -20,7 +20,7 @@ pub use self::deny_cache::DenyCache;
 use self::fallback::Fallback;
 pub use self::on_failure::OnFailure;
 use self::probe::Probe;
-use super::{BoxFuture, HeldGrant, Lease, Request, Stamp, Store, validate};
+use super::{BoxFuture, HeldGrant, Lease, Request, Stamp, Store, Valid};
 use crate::algorithm::{LeaseId, Usage};
 use crate::{Clock, Decision, Error, Policy, Result};
 
@@ -84,14 +84,14 @@ impl ResilientStore {
 }
 
 impl Store for ResilientStore {
-    fn check<'a>(
+    fn check_unchecked<'a>(
         &'a self,
         policy: &'a Policy,
         key: &'a [u8],
         cost: u64,
+        valid: Valid,
     ) -> BoxFuture<'a, Result<Decision>> {
         Box::pin(async move {
-            validate::check(policy, key, cost)?;
             let sent = self.inner.clock.now_micros();
             if let Some(cache) = &self.inner.deny_cache
                 && let Some(d) = cache.lookup(policy, key, cost, sent)
@@ -99,7 +99,7 @@ impl Store for ResilientStore {
                 return Ok(d.shadowed(policy));
             }
             let result = match self
-                .attempt(|| self.inner.primary.check(policy, key, cost))
+                .attempt(|| self.inner.primary.check_unchecked(policy, key, cost, valid))
                 .await
             {
                 Attempt::Answered(result) => {
@@ -117,17 +117,21 @@ impl Store for ResilientStore {
         })
     }
 
-    fn reserve<'a>(
+    fn reserve_unchecked<'a>(
         &'a self,
         policy: &'a Policy,
         key: &'a [u8],
         cost: u64,
         max_wait: Duration,
+        valid: Valid,
     ) -> BoxFuture<'a, Result<Decision>> {
         Box::pin(async move {
-            validate::reserve(policy, key, cost, max_wait)?;
             match self
-                .attempt(|| self.inner.primary.reserve(policy, key, cost, max_wait))
+                .attempt(|| {
+                    self.inner
+                        .primary
+                        .reserve_unchecked(policy, key, cost, max_wait, valid)
+                })
                 .await
             {
                 Attempt::Answered(result) => result,
@@ -139,15 +143,19 @@ impl Store for ResilientStore {
         })
     }
 
-    fn check_many<'a>(
+    fn check_many_unchecked<'a>(
         &'a self,
         requests: &'a [Request<'a>],
         atomic: bool,
+        valid: Valid,
     ) -> BoxFuture<'a, Result<Vec<Decision>>> {
         Box::pin(async move {
-            validate::check_many(requests, atomic)?;
             let mut result = match self
-                .attempt(|| self.inner.primary.check_many(requests, atomic))
+                .attempt(|| {
+                    self.inner
+                        .primary
+                        .check_many_unchecked(requests, atomic, valid)
+                })
                 .await
             {
                 Attempt::Answered(result) => result,
@@ -168,15 +176,19 @@ impl Store for ResilientStore {
         })
     }
 
-    fn acquire_lease<'a>(
+    fn acquire_lease_unchecked<'a>(
         &'a self,
         policy: &'a Policy,
         key: &'a [u8],
+        valid: Valid,
     ) -> BoxFuture<'a, Result<Lease>> {
         Box::pin(async move {
-            validate::lease(policy, key, "acquire_lease")?;
             match self
-                .attempt(|| self.inner.primary.acquire_lease(policy, key))
+                .attempt(|| {
+                    self.inner
+                        .primary
+                        .acquire_lease_unchecked(policy, key, valid)
+                })
                 .await
             {
                 Attempt::Answered(result) => result,
@@ -188,16 +200,20 @@ impl Store for ResilientStore {
         })
     }
 
-    fn release_lease<'a>(
+    fn release_lease_unchecked<'a>(
         &'a self,
         policy: &'a Policy,
         key: &'a [u8],
         lease: LeaseId,
+        valid: Valid,
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
-            validate::lease(policy, key, "release_lease")?;
             match self
-                .attempt(|| self.inner.primary.release_lease(policy, key, lease))
+                .attempt(|| {
+                    self.inner
+                        .primary
+                        .release_lease_unchecked(policy, key, lease, valid)
+                })
                 .await
             {
                 Attempt::Answered(result) => result,
@@ -209,14 +225,21 @@ impl Store for ResilientStore {
         })
     }
 
-    fn reset<'a>(&'a self, policy: &'a Policy, key: &'a [u8]) -> BoxFuture<'a, Result<()>> {
+    fn reset_unchecked<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a [u8],
+        valid: Valid,
+    ) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            validate::reset(key)?;
             if let Some(cache) = &self.inner.deny_cache {
                 cache.forget(policy, key);
             }
-            self.inner.fallback.reset(policy, key)?;
-            match self.attempt(|| self.inner.primary.reset(policy, key)).await {
+            self.inner.fallback.reset(policy, key, valid);
+            match self
+                .attempt(|| self.inner.primary.reset_unchecked(policy, key, valid))
+                .await
+            {
                 Attempt::Answered(result) => result,
                 Attempt::Unavailable => Err(Error::StoreUnavailable),
             }
@@ -229,22 +252,26 @@ impl Store for ResilientStore {
     /// kept only in a local fallback that is discarded when the store is
     /// back. A refund forgets the key's cached denial, which it may have
     /// ended.
-    fn usage<'a>(
+    fn usage_unchecked<'a>(
         &'a self,
         policy: &'a Policy,
         key: &'a [u8],
         op: Usage,
         cost: u64,
+        valid: Valid,
     ) -> BoxFuture<'a, Result<Decision>> {
         Box::pin(async move {
-            validate::usage(policy, key, op, cost)?;
             if op == Usage::Refund
                 && let Some(cache) = &self.inner.deny_cache
             {
                 cache.forget(policy, key);
             }
             match self
-                .attempt(|| self.inner.primary.usage(policy, key, op, cost))
+                .attempt(|| {
+                    self.inner
+                        .primary
+                        .usage_unchecked(policy, key, op, cost, valid)
+                })
                 .await
             {
                 Attempt::Answered(result) => result,
@@ -253,18 +280,23 @@ impl Store for ResilientStore {
         })
     }
 
-    /// Passed through to the primary store, as [`usage`](Self::usage) is.
-    fn take_held<'a>(
+    /// Passed through to the primary store, as
+    /// [`usage_unchecked`](Self::usage_unchecked) is.
+    fn take_held_unchecked<'a>(
         &'a self,
         policy: &'a Policy,
         key: &'a [u8],
         max_cost: u64,
         hold: Duration,
+        valid: Valid,
     ) -> BoxFuture<'a, Result<HeldGrant>> {
         Box::pin(async move {
-            validate::usage(policy, key, Usage::AtMostHeld(hold), max_cost)?;
             match self
-                .attempt(|| self.inner.primary.take_held(policy, key, max_cost, hold))
+                .attempt(|| {
+                    self.inner
+                        .primary
+                        .take_held_unchecked(policy, key, max_cost, hold, valid)
+                })
                 .await
             {
                 Attempt::Answered(result) => result,
@@ -276,20 +308,24 @@ impl Store for ResilientStore {
     /// Passed through to the primary store, as a refund is (and forgets
     /// the key's cached denial); no fallback can compare the primary's
     /// state, so while it is unavailable the answer is an error.
-    fn refund_held<'a>(
+    fn refund_held_unchecked<'a>(
         &'a self,
         policy: &'a Policy,
         key: &'a [u8],
         stamp: Stamp,
         units: u64,
+        valid: Valid,
     ) -> BoxFuture<'a, Result<Option<Decision>>> {
         Box::pin(async move {
-            validate::refund_held(policy, key, &stamp, units)?;
             if let Some(cache) = &self.inner.deny_cache {
                 cache.forget(policy, key);
             }
             match self
-                .attempt(|| self.inner.primary.refund_held(policy, key, stamp, units))
+                .attempt(|| {
+                    self.inner
+                        .primary
+                        .refund_held_unchecked(policy, key, stamp, units, valid)
+                })
                 .await
             {
                 Attempt::Answered(result) => result,

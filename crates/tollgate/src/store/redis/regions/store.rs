@@ -14,8 +14,9 @@ use super::keys::window_key;
 use super::link::{Link, LinkStats};
 use super::pending::Pending;
 use super::settings::Regions;
-use crate::algorithm::{Algorithm, LeaseId, Usage};
-use crate::store::{BoxFuture, HeldGrant, Lease, Request, Stamp, Store, validate};
+use crate::algorithm::{Algorithm, Usage};
+use crate::store::forward::{Forward, forward};
+use crate::store::{BoxFuture, HeldGrant, Request, Stamp, Store, Valid, validate};
 use crate::{Clock, Decision, Error, Policy, Result, SystemClock};
 
 const WINDOW: &str = include_str!("lua/region_window.lua");
@@ -280,140 +281,153 @@ fn unsupported(operation: &'static str, policy: &Policy) -> Error {
     }
 }
 
+impl Forward for RegionalStore {
+    fn target(&self) -> Result<&dyn Store> {
+        Ok(&self.inner.local)
+    }
+}
+
 impl Store for RegionalStore {
-    fn check<'a>(
+    forward!(acquire_lease_unchecked, release_lease_unchecked);
+
+    fn check_unchecked<'a>(
         &'a self,
         policy: &'a Policy,
         key: &'a [u8],
         cost: u64,
+        valid: Valid,
     ) -> BoxFuture<'a, Result<Decision>> {
         Box::pin(async move {
             if !self.is_global(policy) {
-                return self.inner.local.check(policy, key, cost).await;
+                return self
+                    .inner
+                    .local
+                    .check_unchecked(policy, key, cost, valid)
+                    .await;
             }
-            validate::check(policy, key, cost)?;
             Ok(self.decide(policy, key, cost).await?.shadowed(policy))
         })
     }
 
-    fn reserve<'a>(
+    fn reserve_unchecked<'a>(
         &'a self,
         policy: &'a Policy,
         key: &'a [u8],
         cost: u64,
         max_wait: Duration,
+        valid: Valid,
     ) -> BoxFuture<'a, Result<Decision>> {
         Box::pin(async move {
             if !self.is_global(policy) {
-                return self.inner.local.reserve(policy, key, cost, max_wait).await;
+                return self
+                    .inner
+                    .local
+                    .reserve_unchecked(policy, key, cost, max_wait, valid)
+                    .await;
             }
-            validate::reserve(policy, key, cost, max_wait)?;
             Err(unsupported("reserve", policy))
         })
     }
 
-    fn check_many<'a>(
+    fn check_many_unchecked<'a>(
         &'a self,
         requests: &'a [Request<'a>],
         atomic: bool,
+        valid: Valid,
     ) -> BoxFuture<'a, Result<Vec<Decision>>> {
         Box::pin(async move {
             if !requests.iter().any(|r| self.is_global(r.policy)) {
-                return self.inner.local.check_many(requests, atomic).await;
+                return self
+                    .inner
+                    .local
+                    .check_many_unchecked(requests, atomic, valid)
+                    .await;
             }
-            validate::check_many(requests, atomic)?;
             if atomic {
                 return Err(Error::NotAtomic {
                     reason: "a global policy's window is decided alone in each region".into(),
                 });
             }
             let decisions = futures_util::future::join_all(
-                requests.iter().map(|r| self.check(r.policy, r.key, r.cost)),
+                requests
+                    .iter()
+                    .map(|r| self.check_unchecked(r.policy, r.key, r.cost, valid)),
             )
             .await;
             decisions.into_iter().collect()
         })
     }
 
-    fn acquire_lease<'a>(
+    fn reset_unchecked<'a>(
         &'a self,
         policy: &'a Policy,
         key: &'a [u8],
-    ) -> BoxFuture<'a, Result<Lease>> {
-        self.inner.local.acquire_lease(policy, key)
-    }
-
-    fn release_lease<'a>(
-        &'a self,
-        policy: &'a Policy,
-        key: &'a [u8],
-        lease: LeaseId,
-    ) -> BoxFuture<'a, Result<bool>> {
-        self.inner.local.release_lease(policy, key, lease)
-    }
-
-    fn reset<'a>(&'a self, policy: &'a Policy, key: &'a [u8]) -> BoxFuture<'a, Result<()>> {
+        valid: Valid,
+    ) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
             if !self.is_global(policy) {
-                return self.inner.local.reset(policy, key).await;
+                return self.inner.local.reset_unchecked(policy, key, valid).await;
             }
-            validate::reset(key)?;
             Err(unsupported("reset", policy))
         })
     }
 
-    fn usage<'a>(
+    fn usage_unchecked<'a>(
         &'a self,
         policy: &'a Policy,
         key: &'a [u8],
         op: Usage,
         cost: u64,
+        valid: Valid,
     ) -> BoxFuture<'a, Result<Decision>> {
         Box::pin(async move {
             if !self.is_global(policy) {
-                return self.inner.local.usage(policy, key, op, cost).await;
+                return self
+                    .inner
+                    .local
+                    .usage_unchecked(policy, key, op, cost, valid)
+                    .await;
             }
-            validate::usage(policy, key, op, cost)?;
             Err(unsupported("usage", policy))
         })
     }
 
-    fn take_held<'a>(
+    fn take_held_unchecked<'a>(
         &'a self,
         policy: &'a Policy,
         key: &'a [u8],
         max_cost: u64,
         hold: Duration,
+        valid: Valid,
     ) -> BoxFuture<'a, Result<HeldGrant>> {
         Box::pin(async move {
             if !self.is_global(policy) {
                 return self
                     .inner
                     .local
-                    .take_held(policy, key, max_cost, hold)
+                    .take_held_unchecked(policy, key, max_cost, hold, valid)
                     .await;
             }
-            validate::usage(policy, key, Usage::AtMostHeld(hold), max_cost)?;
             Err(unsupported("take_held", policy))
         })
     }
 
-    fn refund_held<'a>(
+    fn refund_held_unchecked<'a>(
         &'a self,
         policy: &'a Policy,
         key: &'a [u8],
         stamp: Stamp,
         units: u64,
+        valid: Valid,
     ) -> BoxFuture<'a, Result<Option<Decision>>> {
         Box::pin(async move {
             if !self.is_global(policy) {
                 return self
                     .inner
                     .local
-                    .refund_held(policy, key, stamp, units)
+                    .refund_held_unchecked(policy, key, stamp, units, valid)
                     .await;
             }
-            validate::refund_held(policy, key, &stamp, units)?;
             Err(unsupported("refund_held", policy))
         })
     }
