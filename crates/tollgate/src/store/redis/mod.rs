@@ -1,20 +1,33 @@
 #![doc = include_str!("../../docs/redis.md")]
 
-// The files here, one concept each: `builder.rs` (configure and connect),
-// `clock.rs` (the time source, our estimate of the server's clock and the
-// deadlines), `form.rs` (how a policy's state is kept: its algorithm's
-// script or a server-clock form), `algorithm.rs` (each algorithm as its
-// script takes it: key tag, script, numbers; adding an algorithm touches
-// it and its Lua), `server_window.rs` / `bucket_expiry.rs` (the two
-// server-clock forms), `pack.rs` (numbers to and from the scripts),
-// `reply.rs` (running a script and reading its reply), `decide.rs` (one
-// decision), `lease.rs`, `batch.rs` (atomic batches), `cross_slot.rs`
-// (atomic batches across cluster slots, by refunds), `store.rs` (the
-// [`Store`](super::Store) impl), `texts.rs` (the scripts' texts), `scripts.rs` (running them, NOSCRIPT),
-// `coalesce.rs` (pipelining busy callers), `connection.rs`, `regions/`
-// (one limit across regions: the regional store and its replicator), `sentinel/`
-// (the master Redis Sentinel names, followed after a failover; `SentinelMaster` that connection for
-// commands of one's own), `error.rs`.
+// The files here, one concept each:
+// - connecting: `builder.rs` (configure and connect), `connection.rs` (a
+//   standalone server, a cluster, or a Sentinel's master), `sentinel/`
+//   (the master Redis Sentinel names, followed after a failover;
+//   `SentinelMaster` that connection for commands of one's own),
+//   `error.rs` (Redis errors as the crate's);
+// - sending: `coalesce/` (pipelining busy callers on a standalone server:
+//   `mod.rs` the queue and its flush, `pipeline.rs` a flush's pipelines,
+//   `sink.rs` where they go and a cluster primary's bounded flushes,
+//   `group.rs` window checks with a deadline as one group call), `nodes.rs`
+//   (the same per primary of a cluster), `scripts.rs` (running a script,
+//   NOSCRIPT), `texts.rs` (the scripts' texts, from `lua/`, each headed by
+//   its contract), `pack.rs` (numbers to and from the scripts), `reply.rs`
+//   (a script's reply as a decision), `clock.rs` (the time source, our
+//   estimate of the server's clock and the deadlines);
+// - the state: `keys.rs` (the Redis key of a (policy, key) pair), `form.rs`
+//   (how a policy's state is kept: its algorithm's script or a server-clock
+//   form), `algorithm.rs` (each algorithm as its script takes it: key tag,
+//   script, numbers), `server_window.rs` / `bucket_expiry.rs` (the two
+//   server-clock forms);
+// - the operations: `store.rs` (the [`Store`](super::Store) impl, on valid
+//   input), `decide.rs` (one decision), `lease.rs` (concurrency leases),
+//   `batch.rs` (atomic batches), `cross_slot.rs` (atomic batches across
+//   cluster slots, by refunds), `usage.rs` (charge, refund, check_at_most),
+//   `held.rs` (a held take's stamp and its exact refund);
+// - beside the store: `overrides.rs` (overrides shared through Redis),
+//   `regions/` (one limit across regions: the regional store and its
+//   replicator).
 
 mod algorithm;
 mod batch;

@@ -1,6 +1,6 @@
 //! Per-node pipelining on a Redis Cluster: busy callers' calls grouped by
 //! the primary that holds their key's slot and sent to it as pipelines,
-//! as `coalesce.rs` does on a standalone server.
+//! as `coalesce/` does on a standalone server.
 //!
 //! redis-rs's cluster connection sends each command alone, and a pipeline
 //! only within one slot. So this keeps the slot map (`CLUSTER SLOTS`, read

@@ -77,7 +77,7 @@ impl RedisStore {
     }
 
     /// Runs a window check of `cost` with a deadline: in the next group of
-    /// such checks when callers are busy (see `coalesce.rs`), else as
+    /// such checks when callers are busy (see `coalesce/group.rs`), else as
     /// `script` with `args`, as [`run_window`](Self::run_window) does.
     pub(super) async fn run_window_check(
         &self,

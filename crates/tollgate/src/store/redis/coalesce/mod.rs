@@ -10,50 +10,39 @@
 //! has work enough), a caller queues its command instead, and the first
 //! of a burst spawns one flush, which yields once, so that every caller
 //! ready to run queues its own, then sends the queue as pipelines of at
-//! most [`MAX_PIPELINE`]: one message on the connection's channel, one
-//! write and one response timer per pipeline, and the replies handed back
-//! in order. With fewer in flight a command leaves at once, as without
-//! this queue.
+//! most [`MAX_PIPELINE`] (`pipeline.rs`): one message on the connection's
+//! channel, one write and one response timer per pipeline, and the
+//! replies handed back in order. With fewer in flight a command leaves at
+//! once, as without this queue.
 //!
 //! Each command's reply, error included, goes to its own caller: a
 //! NOSCRIPT in a pipeline is one caller's, who reloads and tries again as
 //! it would alone. An error of the whole pipeline (the connection lost, the
 //! response timeout) goes to every caller in it.
 //!
-//! A cluster primary's queue keeps at most [`NODE_FLUSHES`] flushes in
-//! flight: a burst that finds them out waits in the queue, and the first
-//! of them to come back sends it, at once (its callers have had a round
-//! trip to queue). Without the bound, 256 busy callers over three
-//! primaries made some fifteen pipelines of 17 in flight, where a
-//! standalone server's queue made ten of 26 (every pipeline pays a flush,
-//! the connection task's wake-up, a write and its reads, whatever its
-//! length); with it, a primary's pipelines are as long as a standalone
-//! server's. When a pipeline fails whole on an error that sends its calls
-//! again through the cluster connection (a lost connection, a timeout),
-//! the calls queued behind it go the same way at once rather than wait
-//! out the same error. A standalone server's queue is not bounded.
-//!
-//! Server-clock fixed-window checks that carry a deadline queue apart
-//! ([`Coalescer::query_window`]): a flush sends them, at most
-//! [`MAX_PIPELINE`] at a time, as one call of
-//! `lua/fixed_window_server_group.lua`, which reads the server's clock
-//! once for all of them instead of once each (the clock read is most of
-//! what a deadline costs the server). The group's deadline is the
-//! earliest of its checks'; each check's reply, or its own error, goes to
-//! its caller.
-//!
-//! Kept whole on purpose: one concept, the queue and the flush that drains it share their invariants (in flight, batch size, each reply to its caller).
+//! The files here: this one the queue and the flush that drains it (what
+//! is in flight, what a flush takes, each reply to its caller);
+//! `pipeline.rs` a flush's batch sent as pipelines and the replies handed
+//! back; `sink.rs` where they go, a standalone server or one cluster
+//! primary, whose flushes are bounded (see there); `group.rs` server-clock
+//! fixed-window checks with a deadline, sent as one call of the group
+//! script.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use redis::aio::{ConnectionLike, ConnectionManager};
-use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::SingleNodeRoutingInfo;
-use redis::{Cmd, ErrorKind, RedisError, RedisResult, Value};
+use redis::aio::ConnectionManager;
+use redis::{Cmd, RedisError, RedisResult, Value};
 use tokio::sync::oneshot;
 
+pub(crate) use self::group::WindowCheck;
+use self::sink::NODE_FLUSHES;
+pub(crate) use self::sink::{Sink, reroutes};
 use super::Pipelined;
+
+mod group;
+mod pipeline;
+mod sink;
 
 /// The most commands in one pipeline: a larger queue leaves as several
 /// pipelines at once, so the first replies need not wait for the last.
@@ -65,51 +54,6 @@ const MAX_PIPELINE: usize = 128;
 /// lockstep: every caller waits for one pipeline's replies, the server for
 /// the next pipeline, and each round pays both sides' wake-up.)
 const QUEUE_FROM: usize = 32;
-
-/// The most flushes in flight at once from one cluster primary's queue:
-/// one on the wire while the next burst gathers, so that the primary
-/// is never left waiting for the client between two.
-const NODE_FLUSHES: usize = 2;
-
-/// Where a queue's commands go.
-pub(crate) enum Sink {
-    /// A standalone server.
-    Server(ConnectionManager),
-    /// One primary of a cluster: pipelines to its address through the
-    /// cluster's connection (which keeps one connection per node); a
-    /// command alone goes by its key's slot, redirects followed.
-    Node {
-        cluster: ClusterConnection,
-        host: String,
-        port: u16,
-    },
-}
-
-impl Sink {
-    async fn one(&self, cmd: &Cmd) -> RedisResult<Value> {
-        match self {
-            Sink::Server(conn) => cmd.query_async(&mut conn.clone()).await,
-            Sink::Node { cluster, .. } => cmd.query_async(&mut cluster.clone()).await,
-        }
-    }
-
-    async fn many(&self, pipeline: redis::Pipeline, count: usize) -> RedisResult<Vec<Value>> {
-        match self {
-            Sink::Server(conn) => conn.clone().req_packed_commands(&pipeline, 0, count).await,
-            Sink::Node {
-                cluster,
-                host,
-                port,
-            } => {
-                let to = SingleNodeRoutingInfo::ByAddress {
-                    host: host.clone(),
-                    port: *port,
-                };
-                cluster.clone().route_pipeline(pipeline, 0, count, to).await
-            }
-        }
-    }
-}
 
 /// A queue of commands in front of one standalone connection, or of one
 /// cluster node.
@@ -125,7 +69,7 @@ pub(crate) struct Coalescer {
     /// primary of a cluster (whose queues share the count, so that busy
     /// callers queue however their keys fall over the primaries).
     in_flight: Arc<AtomicUsize>,
-    /// The most flushes in flight at once (see the module's docs).
+    /// The most flushes in flight at once (see `sink.rs`).
     flushes: usize,
     /// Pipelines sent, and the commands they carried.
     pipelines: AtomicU64,
@@ -191,33 +135,6 @@ impl Submitted {
                 let _sent = InFlight(&queue.in_flight, 1);
                 queue.sink.one(&cmd).await
             }
-        }
-    }
-}
-
-/// One server-clock fixed-window check with a deadline, as the group
-/// script takes it.
-#[derive(Debug, Clone)]
-pub(crate) struct WindowCheck {
-    pub(crate) key: Vec<u8>,
-    /// The cost times 16 (see `lua/fixed_window_server.lua`), at least 16.
-    pub(crate) cost16: u64,
-    /// When, on the server's clock (µs), the check must have run.
-    pub(crate) deadline: u64,
-}
-
-/// What a pipeline carries: a caller's own command, or a group of window
-/// checks whose reply is an array, one element per caller.
-enum Item {
-    One(Cmd, Waiter),
-    Group(Cmd, Vec<Waiter>),
-}
-
-impl Item {
-    fn calls(&self) -> usize {
-        match self {
-            Item::One(..) => 1,
-            Item::Group(_, waiters) => waiters.len(),
         }
     }
 }
@@ -385,120 +302,6 @@ impl Coalescer {
             windows: std::mem::take(&mut queue.windows),
         }
     }
-
-    /// Sends a batch as pipelines; the error of a pipeline that failed
-    /// whole on a cluster primary in a way that sends its calls again
-    /// through the cluster connection (see `nodes.rs`), if one did.
-    async fn send_batch(&self, batch: Batch) -> Option<RedisError> {
-        let Batch {
-            commands,
-            waiters,
-            mut windows,
-        } = batch;
-        let mut items: Vec<Item> = commands
-            .into_iter()
-            .zip(waiters)
-            .map(|(cmd, waiter)| Item::One(cmd, waiter))
-            .collect();
-        while !windows.is_empty() {
-            let rest = windows.split_off(windows.len().min(MAX_PIPELINE));
-            items.push(self.group(std::mem::replace(&mut windows, rest)));
-        }
-        // Pipelines of at most MAX_PIPELINE calls (a group counting its
-        // checks), all sent at once.
-        let mut sends = Vec::new();
-        let mut pipeline = Vec::new();
-        let mut calls = 0;
-        for item in items {
-            if calls + item.calls() > MAX_PIPELINE && !pipeline.is_empty() {
-                sends.push(self.send(std::mem::take(&mut pipeline)));
-                calls = 0;
-            }
-            calls += item.calls();
-            pipeline.push(item);
-        }
-        if !pipeline.is_empty() {
-            sends.push(self.send(pipeline));
-        }
-        let failed = if sends.len() == 1 {
-            // The usual burst, one pipeline: no joining.
-            sends.pop().unwrap().await
-        } else {
-            futures_util::future::join_all(sends)
-                .await
-                .into_iter()
-                .flatten()
-                .next()
-        };
-        // (Only a bounded queue, a cluster primary's, has calls waiting
-        // behind a flush.)
-        failed.filter(reroutes)
-    }
-
-    /// One call of the group script for these checks.
-    fn group(&self, checks: Vec<(WindowCheck, Waiter)>) -> Item {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(&self.group_sha).arg(checks.len());
-        for (check, _) in &checks {
-            cmd.arg(&check.key[..]);
-        }
-        let deadline = checks.iter().map(|(c, _)| c.deadline).min();
-        cmd.arg(deadline.unwrap_or(0));
-        if checks.iter().any(|(c, _)| c.cost16 != 16) {
-            for (check, _) in &checks {
-                cmd.arg(check.cost16);
-            }
-        }
-        Item::Group(cmd, checks.into_iter().map(|(_, w)| w).collect())
-    }
-
-    /// Sends one pipeline; each reply to its waiter (a group's array, one
-    /// element to each of its waiters). The error if it failed whole.
-    async fn send(&self, items: Vec<Item>) -> Option<RedisError> {
-        let count = items.len();
-        let calls: usize = items.iter().map(Item::calls).sum();
-        self.in_flight.fetch_add(calls, Ordering::Relaxed);
-        let _sent = InFlight(&self.in_flight, calls);
-        self.pipelines.fetch_add(1, Ordering::Relaxed);
-        self.calls.fetch_add(calls as u64, Ordering::Relaxed);
-        crate::metrics::record_pipeline(calls);
-        let mut pipeline = redis::Pipeline::with_capacity(count);
-        let mut routes = Vec::with_capacity(count);
-        for item in items {
-            let (cmd, route) = match item {
-                Item::One(cmd, waiter) => (cmd, Route::One(waiter)),
-                Item::Group(cmd, waiters) => (cmd, Route::Group(waiters)),
-            };
-            pipeline.add_command(cmd);
-            routes.push(route);
-        }
-        let replies = self.sink.many(pipeline, count).await.and_then(|replies| {
-            if replies.len() == count {
-                Ok(replies)
-            } else {
-                Err(RedisError::from((
-                    ErrorKind::Parse,
-                    "pipeline reply",
-                    format!("{} replies to {count} commands", replies.len()),
-                )))
-            }
-        });
-        // A caller that gave up has dropped its receiver: sends may fail.
-        match replies {
-            Ok(replies) => {
-                for (route, reply) in routes.into_iter().zip(replies) {
-                    route.answer(Ok(reply));
-                }
-            }
-            Err(e) => {
-                for route in routes {
-                    route.answer(Err(e.clone()));
-                }
-                return Some(e);
-            }
-        }
-        None
-    }
 }
 
 /// Counts a flush out of its queue's flushes in flight when dropped.
@@ -510,73 +313,8 @@ impl Drop for Sending<'_> {
     }
 }
 
-impl Batch {
-    /// Answers every call of the batch with `e`, unsent.
-    fn fail(self, e: &RedisError) {
-        let waiters = self.waiters.into_iter();
-        for waiter in waiters.chain(self.windows.into_iter().map(|(_, w)| w)) {
-            let _ = waiter.send(Err(e.clone()));
-        }
-    }
-}
-
-/// Who a pipeline's reply goes to.
-enum Route {
-    One(Waiter),
-    Group(Vec<Waiter>),
-}
-
-impl Route {
-    fn answer(self, reply: RedisResult<Value>) {
-        let waiters = match self {
-            Route::One(waiter) => {
-                let _ = waiter.send(reply.and_then(Value::extract_error));
-                return;
-            }
-            Route::Group(waiters) => waiters,
-        };
-        // An array is not read as one error because one check failed.
-        let reply = match reply {
-            Ok(Value::Array(replies)) => Ok(Value::Array(replies)),
-            other => other.and_then(Value::extract_error),
-        };
-        match reply {
-            // Each check's own reply, or its own error.
-            Ok(Value::Array(replies)) if replies.len() == waiters.len() => {
-                for (waiter, reply) in waiters.into_iter().zip(replies) {
-                    let _ = waiter.send(reply.extract_error());
-                }
-            }
-            // Late (nil, and nothing written), or the call's error
-            // (NOSCRIPT, the connection): the same to every check.
-            Ok(Value::Nil) | Err(_) => {
-                for waiter in waiters {
-                    let _ = waiter.send(reply.clone());
-                }
-            }
-            Ok(other) => {
-                let e = RedisError::from((
-                    ErrorKind::Parse,
-                    "group reply",
-                    format!("{other:?} to {} window checks", waiters.len()),
-                ));
-                for waiter in waiters {
-                    let _ = waiter.send(Err(e.clone()));
-                }
-            }
-        }
-    }
-}
-
 /// The error of a command whose flush was dropped (the runtime shutting
 /// down) before it answered.
-/// Whether a command failed as one sent to a node that no longer holds
-/// its slot, or on a connection lost, would: to be sent again through
-/// the cluster connection, which follows redirects and reconnects.
-pub(crate) fn reroutes(e: &RedisError) -> bool {
-    !matches!(e.retry_method(), redis::RetryMethod::NoRetry)
-}
-
 fn dropped() -> RedisError {
     RedisError::from(std::io::Error::new(
         std::io::ErrorKind::BrokenPipe,
