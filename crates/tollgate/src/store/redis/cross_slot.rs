@@ -27,9 +27,9 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use super::algorithm::{self, Refund};
 use super::form::Form;
 use super::{RedisStore, TimeSource, keys};
-use crate::algorithm::Algorithm;
 use crate::store::{Request, Store};
 use crate::{Decision, Policy, Result};
 
@@ -130,16 +130,10 @@ impl RedisStore {
     /// sent at `sent` (our estimate of the server's clock, its lower
     /// bound) took.
     fn refund_is_exact(&self, policy: &Policy, sent: u64) -> bool {
-        let window = match policy.algorithm() {
-            Algorithm::FixedWindow(a) => a.window_micros(),
-            Algorithm::SlidingWindow(a) => a.window_micros(),
-            Algorithm::SlidingLog(_) => return false,
-            // Buckets and leases: a refund gives back what it names
-            // whenever it runs.
-            Algorithm::TokenBucket(_)
-            | Algorithm::Gcra(_)
-            | Algorithm::LeakyBucket(_)
-            | Algorithm::Concurrency(_) => return true,
+        let window = match algorithm::side(policy.algorithm()).refund {
+            Refund::Exact => return true,
+            Refund::Inexact => return false,
+            Refund::InItsWindow => policy.time_span().as_micros() as u64,
         };
         let latest = self.now_bounds().1 + WINDOW_MARGIN_MICROS;
         sent.saturating_sub(WINDOW_MARGIN_MICROS) / window == latest / window

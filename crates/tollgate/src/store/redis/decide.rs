@@ -48,7 +48,7 @@ impl RedisStore {
                 .iter()
                 .map(f64::to_string),
         );
-        let sha = algorithm::script(scripts, policy.algorithm())
+        let sha = (algorithm::side(policy.algorithm()).check)(scripts)
             .sha()
             .to_string();
         Ok((sha, redis_key, args))
@@ -118,13 +118,14 @@ impl RedisStore {
             max_wait,
             self.calendar_time(time),
         ));
+        let side = algorithm::side(algorithm);
         let cost_text;
         let mut args = vec![Arg::Bin(pack(&numbers))];
-        if algorithm::takes_cost_text(algorithm) {
+        if side.cost_text {
             cost_text = cost.to_string();
             args.push(Arg::Str(&cost_text));
         }
-        let script = algorithm::script(&self.inner.scripts, algorithm);
+        let script = (side.check)(&self.inner.scripts);
         let reply = self.run(script, &[&redis_key], &args).await?;
         decision(policy, &reply)
     }

@@ -39,7 +39,7 @@ impl Form {
         match self {
             Form::Window(_) | Form::WindowOffset { .. } => SERVER_WINDOW_TAG,
             Form::BucketExpiry(b) => b.tag(),
-            Form::Script => algorithm::tag(policy.algorithm()),
+            Form::Script => algorithm::side(policy.algorithm()).tag,
         }
     }
 

@@ -10,13 +10,13 @@ use std::time::Duration;
 use redis::Value;
 
 use super::RedisStore;
+use super::algorithm;
 use super::error::store_error;
 use super::form::Form;
 use super::pack::{Arg, pack};
 use super::reply::{decision, late};
 use super::scripts::Script;
-use super::usage::usage_script;
-use crate::algorithm::{Algorithm, Usage};
+use crate::algorithm::Usage;
 use crate::store::{HeldGrant, Stamp};
 use crate::{Decision, Error, Policy, Result, StoreErrorKind};
 
@@ -46,7 +46,7 @@ impl RedisStore {
             // window's.
             Form::Script | Form::Window(_) | Form::WindowOffset { .. } => {
                 let numbers = pack(&self.usage_numbers(algorithm, op, max_cost)?);
-                let script = usage_script(scripts, algorithm);
+                let script = (algorithm::side(algorithm).usage)(scripts);
                 let reply = self
                     .run(script, &[&redis_key], &[Arg::Bin(numbers)])
                     .await?;
@@ -96,16 +96,7 @@ impl RedisStore {
         let mut numbers = self.usage_numbers(algorithm, Usage::Refund, units)?;
         // No deadline: a refund that applies is exact whenever it runs.
         numbers[1] = 0.0;
-        let script = match algorithm {
-            Algorithm::TokenBucket(_) => &scripts.token_bucket_refund_held,
-            // GCRA; the others are refused by validation before here.
-            Algorithm::FixedWindow(_)
-            | Algorithm::SlidingWindow(_)
-            | Algorithm::SlidingLog(_)
-            | Algorithm::Gcra(_)
-            | Algorithm::LeakyBucket(_)
-            | Algorithm::Concurrency(_) => &scripts.tat_refund_held,
-        };
+        let script = (algorithm::side(algorithm).refund_held)(scripts);
         let args = [
             Arg::Bin(pack(&numbers)),
             Arg::Bin(pack(&[s0 as f64, s1 as f64])),

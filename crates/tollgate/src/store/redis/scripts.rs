@@ -162,199 +162,86 @@ impl Script {
     }
 }
 
-/// Every script of the store.
-#[derive(Debug)]
-pub(crate) struct Scripts {
-    pub(crate) fixed_window: Script,
-    /// The same for calendar windows, whose bounds come as arguments.
-    pub(crate) fixed_window_calendar: Script,
-    pub(crate) fixed_window_server: Script,
-    /// The same, for a cost of 1 without a deadline: no arguments.
-    pub(crate) fixed_window_server_one: Script,
-    /// A window check with a deadline sent alone, on time by a clock key.
-    pub(crate) fixed_window_server_deadline: Script,
-    /// Many window checks with a deadline in one call.
-    pub(crate) fixed_window_server_group: Script,
-    /// The token bucket, GCRA and the leaky bucket on the server's clock.
-    pub(crate) bucket_expiry: Script,
-    pub(crate) sliding_window: Script,
-    pub(crate) sliding_log: Script,
-    pub(crate) token_bucket: Script,
-    pub(crate) gcra: Script,
-    pub(crate) leaky_bucket: Script,
-    pub(crate) concurrency: Script,
-    pub(crate) batch: Script,
-    /// Charge, refund and check_at_most (`lua/*_usage.lua`).
-    pub(crate) fixed_window_usage: Script,
-    pub(crate) fixed_window_calendar_usage: Script,
-    pub(crate) sliding_window_usage: Script,
-    pub(crate) sliding_log_usage: Script,
-    pub(crate) token_bucket_usage: Script,
-    /// GCRA's and the leaky bucket's.
-    pub(crate) tat_usage: Script,
-    /// Charge, refund and check_at_most on the buckets' server-clock form.
-    pub(crate) bucket_expiry_charge: Script,
-    pub(crate) bucket_expiry_refund: Script,
-    pub(crate) bucket_expiry_at_most: Script,
-    /// A held check_at_most's stamp and exact refund (`refund_held`).
-    pub(crate) bucket_expiry_at_most_held: Script,
-    pub(crate) bucket_expiry_refund_held: Script,
-    pub(crate) token_bucket_refund_held: Script,
-    pub(crate) tat_refund_held: Script,
-    pub(crate) fixed_window_server_usage: Script,
-    /// A check under an override or tier with another limit.
-    pub(crate) fixed_window_server_offset: Script,
-    /// Sets or removes one shared override.
-    pub(crate) override_write: Script,
-    /// Charge, check_at_most and refund on the server-clock window at a
-    /// check's cost, each also in the form for a cost of 1.
-    pub(crate) fixed_window_server_charge: Script,
-    pub(crate) fixed_window_server_charge_one: Script,
-    pub(crate) fixed_window_server_at_most: Script,
-    pub(crate) fixed_window_server_at_most_one: Script,
-    pub(crate) fixed_window_server_refund: Script,
-    pub(crate) fixed_window_server_refund_one: Script,
-    /// The refund for a limit of 62,500 or more, which reads it from the
-    /// key's name only when the cap may matter: the check's arguments.
-    pub(crate) fixed_window_server_refund_large: Script,
-    pub(crate) fixed_window_server_refund_one_large: Script,
+/// Registers every script of the store, one line each (its field, named
+/// as it is known in errors and metrics, and its text from `texts.rs`):
+/// the struct [`Scripts`], its constructor and [`Scripts::all`].
+macro_rules! scripts {
+    ($($(#[$doc:meta])* $field:ident: $text:ident,)+) => {
+        /// Every script of the store.
+        #[derive(Debug)]
+        pub(crate) struct Scripts {
+            $($(#[$doc])* pub(crate) $field: Script,)+
+        }
+
+        /// How many scripts the store has.
+        const SCRIPTS: usize = [$(stringify!($field)),+].len();
+
+        impl Scripts {
+            pub(crate) fn new() -> Scripts {
+                Scripts {
+                    $($field: Script::new(stringify!($field), $text),)+
+                }
+            }
+
+            pub(crate) fn all(&self) -> [&Script; SCRIPTS] {
+                [$(&self.$field),+]
+            }
+        }
+    };
 }
 
-impl Scripts {
-    pub(crate) fn new() -> Scripts {
-        Scripts {
-            fixed_window: Script::new("fixed_window", FIXED_WINDOW),
-            fixed_window_calendar: Script::new("fixed_window_calendar", FIXED_WINDOW_CALENDAR),
-            fixed_window_server: Script::new("fixed_window_server", FIXED_WINDOW_SERVER),
-            fixed_window_server_one: Script::new(
-                "fixed_window_server_one",
-                FIXED_WINDOW_SERVER_ONE,
-            ),
-            fixed_window_server_deadline: Script::new(
-                "fixed_window_server_deadline",
-                FIXED_WINDOW_SERVER_DEADLINE,
-            ),
-            fixed_window_server_group: Script::new(
-                "fixed_window_server_group",
-                FIXED_WINDOW_SERVER_GROUP,
-            ),
-            bucket_expiry: Script::new("bucket_expiry", BUCKET_EXPIRY),
-            sliding_window: Script::new("sliding_window", SLIDING_WINDOW),
-            sliding_log: Script::new("sliding_log", SLIDING_LOG),
-            token_bucket: Script::new("token_bucket", TOKEN_BUCKET),
-            gcra: Script::new("gcra", GCRA),
-            leaky_bucket: Script::new("leaky_bucket", LEAKY_BUCKET),
-            concurrency: Script::new("concurrency", CONCURRENCY),
-            batch: Script::new("batch", BATCH),
-            fixed_window_usage: Script::new("fixed_window_usage", FIXED_WINDOW_USAGE),
-            fixed_window_calendar_usage: Script::new(
-                "fixed_window_calendar_usage",
-                FIXED_WINDOW_CALENDAR_USAGE,
-            ),
-            sliding_window_usage: Script::new("sliding_window_usage", SLIDING_WINDOW_USAGE),
-            sliding_log_usage: Script::new("sliding_log_usage", SLIDING_LOG_USAGE),
-            token_bucket_usage: Script::new("token_bucket_usage", TOKEN_BUCKET_USAGE),
-            tat_usage: Script::new("tat_usage", TAT_USAGE),
-            bucket_expiry_charge: Script::new("bucket_expiry_charge", BUCKET_EXPIRY_CHARGE),
-            bucket_expiry_refund: Script::new("bucket_expiry_refund", BUCKET_EXPIRY_REFUND),
-            bucket_expiry_at_most: Script::new("bucket_expiry_at_most", BUCKET_EXPIRY_AT_MOST),
-            bucket_expiry_at_most_held: Script::new(
-                "bucket_expiry_at_most_held",
-                BUCKET_EXPIRY_AT_MOST_HELD,
-            ),
-            bucket_expiry_refund_held: Script::new(
-                "bucket_expiry_refund_held",
-                BUCKET_EXPIRY_REFUND_HELD,
-            ),
-            token_bucket_refund_held: Script::new(
-                "token_bucket_refund_held",
-                TOKEN_BUCKET_REFUND_HELD,
-            ),
-            tat_refund_held: Script::new("tat_refund_held", TAT_REFUND_HELD),
-            fixed_window_server_offset: Script::new(
-                "fixed_window_server_offset",
-                FIXED_WINDOW_SERVER_OFFSET,
-            ),
-            override_write: Script::new("override_write", OVERRIDE_WRITE),
-            fixed_window_server_usage: Script::new(
-                "fixed_window_server_usage",
-                FIXED_WINDOW_SERVER_USAGE,
-            ),
-            fixed_window_server_charge: Script::new(
-                "fixed_window_server_charge",
-                FIXED_WINDOW_SERVER_CHARGE,
-            ),
-            fixed_window_server_charge_one: Script::new(
-                "fixed_window_server_charge_one",
-                FIXED_WINDOW_SERVER_CHARGE_ONE,
-            ),
-            fixed_window_server_at_most: Script::new(
-                "fixed_window_server_at_most",
-                FIXED_WINDOW_SERVER_AT_MOST,
-            ),
-            fixed_window_server_at_most_one: Script::new(
-                "fixed_window_server_at_most_one",
-                FIXED_WINDOW_SERVER_AT_MOST_ONE,
-            ),
-            fixed_window_server_refund: Script::new(
-                "fixed_window_server_refund",
-                FIXED_WINDOW_SERVER_REFUND,
-            ),
-            fixed_window_server_refund_one: Script::new(
-                "fixed_window_server_refund_one",
-                FIXED_WINDOW_SERVER_REFUND_ONE,
-            ),
-            fixed_window_server_refund_large: Script::new(
-                "fixed_window_server_refund_large",
-                FIXED_WINDOW_SERVER_REFUND_LARGE,
-            ),
-            fixed_window_server_refund_one_large: Script::new(
-                "fixed_window_server_refund_one_large",
-                FIXED_WINDOW_SERVER_REFUND_ONE_LARGE,
-            ),
-        }
-    }
-
-    pub(crate) fn all(&self) -> [&Script; 38] {
-        [
-            &self.fixed_window,
-            &self.fixed_window_calendar,
-            &self.fixed_window_server,
-            &self.fixed_window_server_one,
-            &self.fixed_window_server_deadline,
-            &self.fixed_window_server_group,
-            &self.bucket_expiry,
-            &self.sliding_window,
-            &self.sliding_log,
-            &self.token_bucket,
-            &self.gcra,
-            &self.leaky_bucket,
-            &self.concurrency,
-            &self.batch,
-            &self.fixed_window_usage,
-            &self.fixed_window_calendar_usage,
-            &self.sliding_window_usage,
-            &self.sliding_log_usage,
-            &self.token_bucket_usage,
-            &self.tat_usage,
-            &self.bucket_expiry_charge,
-            &self.bucket_expiry_refund,
-            &self.bucket_expiry_at_most,
-            &self.bucket_expiry_at_most_held,
-            &self.bucket_expiry_refund_held,
-            &self.token_bucket_refund_held,
-            &self.tat_refund_held,
-            &self.fixed_window_server_usage,
-            &self.fixed_window_server_offset,
-            &self.override_write,
-            &self.fixed_window_server_charge,
-            &self.fixed_window_server_charge_one,
-            &self.fixed_window_server_at_most,
-            &self.fixed_window_server_at_most_one,
-            &self.fixed_window_server_refund,
-            &self.fixed_window_server_refund_one,
-            &self.fixed_window_server_refund_large,
-            &self.fixed_window_server_refund_one_large,
-        ]
-    }
+scripts! {
+    fixed_window: FIXED_WINDOW,
+    /// The same for calendar windows, whose bounds come as arguments.
+    fixed_window_calendar: FIXED_WINDOW_CALENDAR,
+    fixed_window_server: FIXED_WINDOW_SERVER,
+    /// The same, for a cost of 1 without a deadline: no arguments.
+    fixed_window_server_one: FIXED_WINDOW_SERVER_ONE,
+    /// A window check with a deadline sent alone, on time by a clock key.
+    fixed_window_server_deadline: FIXED_WINDOW_SERVER_DEADLINE,
+    /// Many window checks with a deadline in one call.
+    fixed_window_server_group: FIXED_WINDOW_SERVER_GROUP,
+    /// The token bucket, GCRA and the leaky bucket on the server's clock.
+    bucket_expiry: BUCKET_EXPIRY,
+    sliding_window: SLIDING_WINDOW,
+    sliding_log: SLIDING_LOG,
+    token_bucket: TOKEN_BUCKET,
+    gcra: GCRA,
+    leaky_bucket: LEAKY_BUCKET,
+    concurrency: CONCURRENCY,
+    batch: BATCH,
+    /// Charge, refund and check_at_most (`lua/*_usage.lua`).
+    fixed_window_usage: FIXED_WINDOW_USAGE,
+    fixed_window_calendar_usage: FIXED_WINDOW_CALENDAR_USAGE,
+    sliding_window_usage: SLIDING_WINDOW_USAGE,
+    sliding_log_usage: SLIDING_LOG_USAGE,
+    token_bucket_usage: TOKEN_BUCKET_USAGE,
+    /// GCRA's and the leaky bucket's.
+    tat_usage: TAT_USAGE,
+    /// Charge, refund and check_at_most on the buckets' server-clock form.
+    bucket_expiry_charge: BUCKET_EXPIRY_CHARGE,
+    bucket_expiry_refund: BUCKET_EXPIRY_REFUND,
+    bucket_expiry_at_most: BUCKET_EXPIRY_AT_MOST,
+    /// A held check_at_most's stamp and exact refund (`refund_held`).
+    bucket_expiry_at_most_held: BUCKET_EXPIRY_AT_MOST_HELD,
+    bucket_expiry_refund_held: BUCKET_EXPIRY_REFUND_HELD,
+    token_bucket_refund_held: TOKEN_BUCKET_REFUND_HELD,
+    tat_refund_held: TAT_REFUND_HELD,
+    fixed_window_server_usage: FIXED_WINDOW_SERVER_USAGE,
+    /// A check under an override or tier with another limit.
+    fixed_window_server_offset: FIXED_WINDOW_SERVER_OFFSET,
+    /// Sets or removes one shared override.
+    override_write: OVERRIDE_WRITE,
+    /// Charge, check_at_most and refund on the server-clock window at a
+    /// check's cost, each also in the form for a cost of 1.
+    fixed_window_server_charge: FIXED_WINDOW_SERVER_CHARGE,
+    fixed_window_server_charge_one: FIXED_WINDOW_SERVER_CHARGE_ONE,
+    fixed_window_server_at_most: FIXED_WINDOW_SERVER_AT_MOST,
+    fixed_window_server_at_most_one: FIXED_WINDOW_SERVER_AT_MOST_ONE,
+    fixed_window_server_refund: FIXED_WINDOW_SERVER_REFUND,
+    fixed_window_server_refund_one: FIXED_WINDOW_SERVER_REFUND_ONE,
+    /// The refund for a limit of 62,500 or more, which reads it from the
+    /// key's name only when the cap may matter: the check's arguments.
+    fixed_window_server_refund_large: FIXED_WINDOW_SERVER_REFUND_LARGE,
+    fixed_window_server_refund_one_large: FIXED_WINDOW_SERVER_REFUND_ONE_LARGE,
 }

@@ -5,11 +5,10 @@
 use std::sync::atomic::Ordering;
 
 use super::RedisStore;
-use super::algorithm;
+use super::algorithm::{self, UsageTail};
 use super::form::Form;
 use super::pack::{Arg, pack};
 use super::reply::decision;
-use super::scripts::{Script, Scripts};
 use crate::algorithm::{Algorithm, Usage};
 use crate::{Decision, Policy, Result};
 
@@ -66,11 +65,12 @@ impl RedisStore {
                     Usage::Refund => format!("-{cost}"),
                     _ => cost.to_string(),
                 };
+                let side = algorithm::side(algorithm);
                 let mut args = vec![Arg::Bin(packed)];
-                if let Algorithm::FixedWindow(_) = algorithm {
+                if side.cost_text {
                     args.push(Arg::Str(&change));
                 }
-                let script = usage_script(scripts, algorithm);
+                let script = (side.usage)(scripts);
                 let reply = self.run(script, &[&redis_key], &args).await?;
                 decision(policy, &reply)
             }
@@ -95,57 +95,17 @@ impl RedisStore {
             0,
             self.calendar_time(time),
         ));
-        if let Algorithm::LeakyBucket(_) = algorithm {
-            // tat_usage.lua's `shaper` (see scripts.rs).
-            numbers.push(1.0);
-        }
         // The hold, in scaled units (below the capacity, 2^50:
-        // validated): token_bucket_usage.lua's in place of the
-        // max_wait it ignores, tat_usage.lua's after the shaper.
-        let hold = hold_units(algorithm, op);
-        match algorithm {
-            Algorithm::TokenBucket(_) => *numbers.last_mut().expect("its numbers") = hold,
-            Algorithm::Gcra(_) | Algorithm::LeakyBucket(_) => numbers.push(hold),
-            Algorithm::FixedWindow(_)
-            | Algorithm::SlidingWindow(_)
-            | Algorithm::SlidingLog(_)
-            | Algorithm::Concurrency(_) => {}
+        // validated), where the algorithm's usage script reads it.
+        let hold = algorithm::hold_units(algorithm, op);
+        match algorithm::side(algorithm).usage_tail {
+            UsageTail::None => {}
+            UsageTail::HoldForWait => *numbers.last_mut().expect("its numbers") = hold,
+            UsageTail::Hold => numbers.push(hold),
+            UsageTail::ShaperHold => numbers.extend([1.0, hold]),
         }
         Ok(numbers)
     }
-}
-
-/// The usage script of an algorithm's own script form.
-pub(super) fn usage_script<'s>(scripts: &'s Scripts, algorithm: &Algorithm) -> &'s Script {
-    match algorithm {
-        Algorithm::FixedWindow(a) if a.calendar().is_some() => &scripts.fixed_window_calendar_usage,
-        Algorithm::FixedWindow(_) => &scripts.fixed_window_usage,
-        Algorithm::SlidingWindow(_) => &scripts.sliding_window_usage,
-        Algorithm::SlidingLog(_) => &scripts.sliding_log_usage,
-        Algorithm::TokenBucket(_) => &scripts.token_bucket_usage,
-        // Refused before coming here: a concurrency policy has no usage.
-        Algorithm::Gcra(_) | Algorithm::LeakyBucket(_) | Algorithm::Concurrency(_) => {
-            &scripts.tat_usage
-        }
-    }
-}
-
-/// A held `check_at_most`'s hold in the bucket's scaled units (0 for any
-/// other operation): `units_per_micro` per µs, exact.
-fn hold_units(algorithm: &Algorithm, op: Usage) -> f64 {
-    let Usage::AtMostHeld(hold) = op else {
-        return 0.0;
-    };
-    let rate = match algorithm {
-        Algorithm::TokenBucket(a) => a.rate(),
-        Algorithm::Gcra(a) => a.rate(),
-        Algorithm::FixedWindow(_)
-        | Algorithm::SlidingWindow(_)
-        | Algorithm::SlidingLog(_)
-        | Algorithm::LeakyBucket(_)
-        | Algorithm::Concurrency(_) => return 0.0,
-    };
-    (hold.as_micros() as u64 * rate.units_per_micro) as f64
 }
 
 /// The operation as the usage scripts name it: 1 charge, 2 refund, 3
