@@ -10,15 +10,15 @@
 //   `mod.rs` the queue and its flush, `pipeline.rs` a flush's pipelines,
 //   `sink.rs` where they go and a cluster primary's bounded flushes,
 //   `group.rs` window checks with a deadline as one group call), `nodes.rs`
-//   (the same per primary of a cluster), `scripts.rs` (running a script,
-//   NOSCRIPT), `texts.rs` (the scripts' texts, from `lua/`, each headed by
+//   (the same per primary of a cluster), `scripts.rs` (every script, running
+//   one, NOSCRIPT), `texts.rs` (the scripts' texts, from `lua/`, each headed by
 //   its contract), `pack.rs` (numbers to and from the scripts), `reply.rs`
 //   (a script's reply as a decision), `clock.rs` (the time source, our
 //   estimate of the server's clock and the deadlines);
 // - the state: `keys.rs` (the Redis key of a (policy, key) pair), `form.rs`
 //   (how a policy's state is kept: its algorithm's script or a server-clock
-//   form), `algorithm.rs` (each algorithm as its script takes it: key tag,
-//   script, numbers), `server_window.rs` / `bucket_expiry.rs` (the two
+//   form), `algorithm.rs` (the table of each algorithm's Redis side: key
+//   tag, scripts, numbers), `server_window.rs` / `bucket_expiry.rs` (the two
 //   server-clock forms);
 // - the operations: `store.rs` (the [`Store`](super::Store) impl, on valid
 //   input), `decide.rs` (one decision), `lease.rs` (concurrency leases),
