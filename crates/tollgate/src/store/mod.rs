@@ -14,6 +14,7 @@ use crate::algorithm::{LeaseId, Usage};
 use crate::{Decision, Error, Policy, Result};
 
 pub use self::held::{HeldGrant, Stamp};
+pub use self::request::{Lease, Request};
 pub use self::validate::Valid;
 
 pub mod deferred;
@@ -24,6 +25,7 @@ pub mod leasing;
 pub mod memory;
 #[cfg(feature = "redis")]
 pub mod redis;
+mod request;
 pub mod resilient;
 pub(crate) mod validate;
 
@@ -41,28 +43,6 @@ pub(crate) fn ready<'a, T: Send + 'a>(result: Result<T>) -> BoxFuture<'a, Result
 #[inline]
 fn failed<'a, T: Send + 'a>(error: Error) -> BoxFuture<'a, Result<T>> {
     ready(Err(error))
-}
-
-/// One request of a batch: which policy, which key, what cost.
-#[derive(Debug, Clone, Copy)]
-pub struct Request<'a> {
-    /// The policy to check.
-    pub policy: &'a Policy,
-    /// The limited key.
-    pub key: &'a [u8],
-    /// The cost (0 peeks).
-    pub cost: u64,
-}
-
-/// The answer to a lease request on a concurrency policy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Lease {
-    /// The decision; `reset_after` is when the last lease held expires.
-    pub decision: Decision,
-    /// The lease taken, when allowed. Give it back with
-    /// [`Store::release_lease`].
-    pub id: Option<LeaseId>,
 }
 
 /// Where limiter state lives, and how decisions are made on it atomically.
