@@ -27,7 +27,7 @@ impl Item {
 impl Coalescer {
     /// Sends a batch as pipelines; the error of a pipeline that failed
     /// whole on a cluster primary in a way that sends its calls again
-    /// through the cluster connection (see `nodes.rs`), if one did.
+    /// through the cluster connection (a primary's queue), if one did.
     pub(super) async fn send_batch(&self, batch: Batch) -> Option<RedisError> {
         let Batch {
             commands,
