@@ -171,14 +171,17 @@ impl AppState {
     /// all or nothing: a blocked key denies the whole batch (the others are
     /// then only peeked, so nothing consumes), and a batch the store
     /// denies denies the allowed keys too.
+    /// `tiers[i]` is request `i`'s tier (absent past the slice's end).
     pub(crate) async fn check_many<'p>(
         &self,
         requests: &[Request<'p>],
+        tiers: &[Option<&str>],
         atomic: bool,
     ) -> Result<Vec<Overridden<'p>>, ServiceError> {
         let mut resolved = Vec::with_capacity(requests.len());
-        for r in requests {
-            resolved.push(overridden(self, r.policy, r.key, None)?);
+        for (i, r) in requests.iter().enumerate() {
+            let tier = tiers.get(i).copied().flatten();
+            resolved.push(overridden(self, r.policy, r.key, tier)?);
         }
         self.decide_resolved(requests, resolved, atomic).await
     }
@@ -186,10 +189,11 @@ impl AppState {
     /// Decides several requests, in order, not atomically, all in one
     /// store call, each validated as a check of its own would be (a bad
     /// one's error is put at `place(i)`, and nothing is decided): a gRPC
-    /// request's descriptors.
+    /// request's descriptors. `tiers[i]` is request `i`'s tier.
     pub(crate) async fn check_each<'p>(
         &self,
         requests: &[Request<'p>],
+        tiers: &[Option<&str>],
         place: impl Fn(usize) -> String,
     ) -> Result<Vec<Overridden<'p>>, ServiceError> {
         let at = |i: usize, e: ServiceError| {
@@ -201,7 +205,8 @@ impl AppState {
         };
         let mut resolved = Vec::with_capacity(requests.len());
         for (i, r) in requests.iter().enumerate() {
-            let o = overridden(self, r.policy, r.key, None).map_err(|e| at(i, e))?;
+            let tier = tiers.get(i).copied().flatten();
+            let o = overridden(self, r.policy, r.key, tier).map_err(|e| at(i, e))?;
             if let Resolution::Decide(p, _) = &o {
                 as_one_check(p, r.cost).map_err(|e| at(i, e.into()))?;
             }
@@ -269,57 +274,65 @@ impl AppState {
         Ok(out)
     }
 
-    /// The policy an operation other than a check runs under (the key's
-    /// override's parameters or tier, or the policy's own), or the answer
-    /// a block or an allow gives at once, without the store; and whether
-    /// an override applies.
+    /// The policy an operation other than a check runs under in `tier`
+    /// (the key's override's parameters or tier, the request's tier, or
+    /// the policy's own), or the answer a block or an allow gives at
+    /// once, without the store; and whether an override applies.
     fn under<'p>(
         &self,
         policy: &'p Policy,
         key: &[u8],
+        tier: Option<&str>,
     ) -> Result<(Result<Cow<'p, Policy>, Decision>, bool), ServiceError> {
-        Ok(match overridden(self, policy, key, None)? {
+        Ok(match overridden(self, policy, key, tier)? {
             Resolution::Decide(p, by) => (Ok(p), by.is_some()),
             Resolution::Decided(d, _) => (Err(d), true),
         })
     }
 
     /// Reserves `cost`, waiting at most `max_wait`, under the key's
-    /// override.
-    pub(crate) async fn reserve(
+    /// override (or `tier`); also answers the policy that decided (its
+    /// numbers, for the headers).
+    pub(crate) async fn reserve<'p>(
         &self,
-        policy: &Policy,
+        policy: &'p Policy,
         key: &[u8],
         cost: u64,
         max_wait: Duration,
-    ) -> Result<Decision, ServiceError> {
-        let (under, by) = self.under(policy, key)?;
-        let d = match under {
-            Ok(p) => self.backend.store.reserve(&p, key, cost, max_wait).await?,
-            Err(d) => d,
+        tier: Option<&str>,
+    ) -> Result<(Decision, Cow<'p, Policy>), ServiceError> {
+        let (under, by) = self.under(policy, key, tier)?;
+        let (d, p) = match under {
+            Ok(p) => (
+                self.backend.store.reserve(&p, key, cost, max_wait).await?,
+                p,
+            ),
+            Err(d) => (d, Cow::Borrowed(policy)),
         };
-        self.record([(policy, &d, by)]);
-        Ok(d)
+        self.record([(&*p, &d, by)]);
+        Ok((d, p))
     }
 
     /// Takes a lease on a concurrency policy, if one is free, under the
-    /// key's override: a blocked key is refused, an allowed one admitted
-    /// without a lease (it holds none, so has none to give back).
-    pub(crate) async fn acquire(
+    /// key's override (or `tier`): a blocked key is refused, an allowed
+    /// one admitted without a lease (it holds none, so has none to give
+    /// back). Also answers the policy that decided.
+    pub(crate) async fn acquire<'p>(
         &self,
-        policy: &Policy,
+        policy: &'p Policy,
         key: &[u8],
-    ) -> Result<(Decision, Option<LeaseId>), ServiceError> {
-        let (under, by) = self.under(policy, key)?;
-        let (d, id) = match under {
+        tier: Option<&str>,
+    ) -> Result<(Decision, Option<LeaseId>, Cow<'p, Policy>), ServiceError> {
+        let (under, by) = self.under(policy, key, tier)?;
+        let (d, id, p) = match under {
             Ok(p) => {
                 let lease: Lease = self.backend.store.acquire_lease(&p, key).await?;
-                (lease.decision, lease.id)
+                (lease.decision, lease.id, p)
             }
-            Err(d) => (d, None),
+            Err(d) => (d, None, Cow::Borrowed(policy)),
         };
-        self.record([(policy, &d, by)]);
-        Ok((d, id))
+        self.record([(&*p, &d, by)]);
+        Ok((d, id, p))
     }
 
     /// Gives a lease back: whether it was still held.
@@ -339,19 +352,23 @@ impl AppState {
 
     /// A charge, a refund or a `check_at_most`, its units counted: a usage
     /// record is answered (or its failure is), never dropped. Under the
-    /// key's override: a blocked or allowed key records nothing (an
-    /// allowed one is granted all it asks).
-    pub(crate) async fn usage(
+    /// key's override (or `tier`): a blocked or allowed key records
+    /// nothing (an allowed one is granted all it asks). Also answers the
+    /// policy that decided.
+    pub(crate) async fn usage<'p>(
         &self,
-        policy: &Policy,
+        policy: &'p Policy,
         key: &[u8],
         op: Usage,
         cost: u64,
-    ) -> Result<Decision, ServiceError> {
-        let p = match self.under(policy, key)?.0 {
+        tier: Option<&str>,
+    ) -> Result<(Decision, Cow<'p, Policy>), ServiceError> {
+        let p = match self.under(policy, key, tier)?.0 {
             Ok(p) => p,
-            Err(d) if d.allowed && op == Usage::AtMost => return Ok(d.with_granted(cost)),
-            Err(d) => return Ok(d),
+            Err(d) if d.allowed && op == Usage::AtMost => {
+                return Ok((d.with_granted(cost), Cow::Borrowed(policy)));
+            }
+            Err(d) => return Ok((d, Cow::Borrowed(policy))),
         };
         let d = self.backend.store.usage(&p, key, op, cost).await?;
         let (operation, units) = match op {
@@ -360,25 +377,28 @@ impl AppState {
             _ => ("granted", d.granted),
         };
         tollgate::metrics::record_usage(policy.name(), operation, units);
-        Ok(d)
+        Ok((d, p))
     }
 
-    /// Settles a request admitted at `estimate` that cost `actual`.
-    pub(crate) async fn settle(
+    /// Settles a request admitted at `estimate` that cost `actual`, under
+    /// the key's override (or `tier`); also answers the policy that
+    /// decided.
+    pub(crate) async fn settle<'p>(
         &self,
-        policy: &Policy,
+        policy: &'p Policy,
         key: &[u8],
         estimate: u64,
         actual: u64,
-    ) -> Result<Decision, ServiceError> {
-        let p = match self.under(policy, key)?.0 {
+        tier: Option<&str>,
+    ) -> Result<(Decision, Cow<'p, Policy>), ServiceError> {
+        let p = match self.under(policy, key, tier)?.0 {
             Ok(p) => p,
-            Err(d) => return Ok(d),
+            Err(d) => return Ok((d, Cow::Borrowed(policy))),
         };
         let d = self.backend.store.settle(&p, key, estimate, actual).await?;
         let name = policy.name();
         tollgate::metrics::record_usage(name, "charged", actual.saturating_sub(estimate));
         tollgate::metrics::record_usage(name, "refunded", estimate.saturating_sub(actual));
-        Ok(d)
+        Ok((d, p))
     }
 }

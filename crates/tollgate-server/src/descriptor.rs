@@ -14,6 +14,11 @@
 //! domain and every entry's key and value, length-prefixed, so two
 //! different descriptors never share a key. The tables are read in
 //! `config/descriptor.rs`.
+//!
+//! A table with `tier_from = "<entry key>"` takes the request's tier from
+//! that entry's value (Envoy's `x-plan` header, say), and leaves that
+//! entry out of the key, so a customer moved to another plan keeps its
+//! count.
 
 /// One `[[descriptor]]` table, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +27,17 @@ pub(crate) struct Descriptor {
     /// Entry keys, each with the value it requires, if any.
     pub(crate) entries: Vec<(String, Option<String>)>,
     pub(crate) policy: String,
+    /// The entry whose value names the tier (`tier_from`), if any.
+    pub(crate) tier_from: Option<String>,
+}
+
+/// A descriptor matched to its table: the policy, the key it is limited
+/// under and, with `tier_from`, the tier it names.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Found<'a, 'e> {
+    pub(crate) policy: &'a str,
+    pub(crate) key: Vec<u8>,
+    pub(crate) tier: Option<&'e str>,
 }
 
 impl Descriptor {
@@ -36,14 +52,27 @@ impl Descriptor {
     }
 }
 
-/// The policy for a request's descriptor, and the key it is limited under.
-pub(crate) fn find<'a>(
+/// The policy for a request's descriptor, the key it is limited under
+/// and its tier.
+pub(crate) fn find<'a, 'e>(
     descriptors: &'a [Descriptor],
     domain: &str,
-    entries: &[(&str, &str)],
-) -> Option<(&'a str, Vec<u8>)> {
+    entries: &[(&str, &'e str)],
+) -> Option<Found<'a, 'e>> {
     let d = descriptors.iter().find(|d| d.matches(domain, entries))?;
-    Some((&d.policy, key(domain, entries)))
+    let Some(from) = &d.tier_from else {
+        return Some(Found {
+            policy: &d.policy,
+            key: key(domain, entries),
+            tier: None,
+        });
+    };
+    let (keyed, tier): (Vec<_>, Vec<_>) = entries.iter().partition(|(k, _)| k != from);
+    Some(Found {
+        policy: &d.policy,
+        key: key(domain, &keyed),
+        tier: tier.first().map(|(_, v)| *v),
+    })
 }
 
 /// Whether any table names `domain` (Envoy's service ignores a limit
@@ -79,6 +108,7 @@ mod tests {
                 domain: "edge".into(),
                 entries: vec![("remote_address".into(), None)],
                 policy: "per-ip".into(),
+                tier_from: None,
             },
             Descriptor {
                 domain: "edge".into(),
@@ -87,6 +117,13 @@ mod tests {
                     ("path".into(), Some("/api/books".into())),
                 ],
                 policy: "books".into(),
+                tier_from: None,
+            },
+            Descriptor {
+                domain: "plans".into(),
+                entries: vec![("user".into(), None), ("plan".into(), None)],
+                policy: "api".into(),
+                tier_from: Some("plan".into()),
             },
         ]
     }
@@ -94,9 +131,13 @@ mod tests {
     #[test]
     fn matching_and_keys() {
         let t = table();
-        let (p, k1) = find(&t, "edge", &[("remote_address", "10.0.0.1")]).unwrap();
+        let Found {
+            policy: p, key: k1, ..
+        } = find(&t, "edge", &[("remote_address", "10.0.0.1")]).unwrap();
         assert_eq!(p, "per-ip");
-        let (p, k2) = find(
+        let Found {
+            policy: p, key: k2, ..
+        } = find(
             &t,
             "edge",
             &[("remote_address", "10.0.0.1"), ("path", "/api/books")],
@@ -114,8 +155,22 @@ mod tests {
         );
         assert!(find(&t, "other", &[("remote_address", "10.0.0.1")]).is_none());
         // Values that would collide if simply joined do not.
-        let (_, a) = find(&t, "edge", &[("remote_address", "a:b")]).unwrap();
-        let (_, b) = find(&t, "edge", &[("remote_address", "a")]).unwrap();
-        assert_ne!(a, b);
+        let a = find(&t, "edge", &[("remote_address", "a:b")]).unwrap();
+        let b = find(&t, "edge", &[("remote_address", "a")]).unwrap();
+        assert_ne!(a.key, b.key);
+        assert_eq!(a.tier, None);
+    }
+
+    #[test]
+    fn the_tier_entry_names_the_tier_and_stays_out_of_the_key() {
+        let t = table();
+        let free = find(&t, "plans", &[("user", "acme"), ("plan", "free")]).unwrap();
+        let pro = find(&t, "plans", &[("user", "acme"), ("plan", "pro")]).unwrap();
+        assert_eq!((free.policy, free.tier), ("api", Some("free")));
+        assert_eq!(pro.tier, Some("pro"));
+        assert_eq!(free.key, pro.key, "a plan change keeps the count");
+        assert_eq!(free.key, key("plans", &[("user", "acme")]));
+        let other = find(&t, "plans", &[("user", "bob"), ("plan", "pro")]).unwrap();
+        assert_ne!(other.key, pro.key);
     }
 }

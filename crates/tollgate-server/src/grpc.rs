@@ -7,7 +7,9 @@
 //! atomic, through `decide.rs`), and the cost is the descriptor's `hits_addend`, else
 //! the request's, else 1 (an unset proto3 field reads 0). A descriptor
 //! that matches no table is `OK` with no limit, as in Envoy's own
-//! ratelimit service. A descriptor that carries a limit override (Envoy's
+//! ratelimit service. A table with `tier_from` decides in the tier its
+//! named entry's value gives (an unknown one is `INVALID_ARGUMENT` naming
+//! `tier`). A descriptor that carries a limit override (Envoy's
 //! `limit` field, set from route metadata) is limited, as Envoy's own
 //! service does, by a fixed window of `requests_per_unit` per `unit`
 //! (a month is 30 days, a year 365) under the descriptor's key, in any
@@ -187,26 +189,27 @@ impl Rls {
         // table matches it); then all of them decided in one batch.
         let mut found = Vec::with_capacity(request.descriptors.len());
         for (i, d) in request.descriptors.iter().enumerate() {
-            let Some((policy, key)) = lookup(&set, &request.domain, i, d)? else {
+            let Some((policy, key, tier)) = lookup(&set, &request.domain, i, d)? else {
                 found.push(None);
                 continue;
             };
             let cost = d.hits_addend.as_ref().map_or(default_cost, |h| h.value);
-            found.push(Some((policy, key, cost)));
+            found.push(Some((policy, key, cost, tier)));
         }
         let requests: Vec<tollgate::Request<'_>> = found
             .iter()
             .flatten()
-            .map(|(policy, key, cost)| tollgate::Request {
+            .map(|(policy, key, cost, _)| tollgate::Request {
                 policy,
                 key,
                 cost: *cost,
             })
             .collect();
+        let tiers: Vec<Option<&str>> = found.iter().flatten().map(|f| f.3).collect();
         let indices: Vec<usize> = (0..found.len()).filter(|&i| found[i].is_some()).collect();
         let outcomes = self
             .state
-            .check_each(&requests, |n| format!("descriptor {}", indices[n]))
+            .check_each(&requests, &tiers, |n| format!("descriptor {}", indices[n]))
             .await
             .map_err(status)?;
         let mut outcomes = outcomes.into_iter();
@@ -239,18 +242,18 @@ impl Rls {
     }
 }
 
-/// A descriptor's policy (a table's, or made for its limit override) and
-/// store key.
-type Limited<'s> = (Cow<'s, Policy>, Vec<u8>);
+/// A descriptor's policy (a table's, or made for its limit override),
+/// store key and, with `tier_from`, the tier its entry names.
+type Limited<'s, 'e> = (Cow<'s, Policy>, Vec<u8>, Option<&'e str>);
 
 /// Descriptor `i`'s policy and key: its limit override's, in a domain that
 /// has tables, else its table's; `None` when neither applies.
-fn lookup<'s>(
+fn lookup<'s, 'e>(
     set: &'s PolicySet,
     domain: &str,
     i: usize,
-    d: &RateLimitDescriptor,
-) -> Result<Option<Limited<'s>>, Status> {
+    d: &'e RateLimitDescriptor,
+) -> Result<Option<Limited<'s, 'e>>, Status> {
     let entries: Vec<(&str, &str)> = d
         .entries
         .iter()
@@ -260,14 +263,14 @@ fn lookup<'s>(
         Some(limit) if descriptor::knows(&set.descriptors, domain) => {
             let key = descriptor::key(domain, &entries);
             let (policy, key) = override_policy(i, limit, &key)?;
-            Some((Cow::Owned(policy), key))
+            Some((Cow::Owned(policy), key, None))
         }
         Some(_) => None,
         // The tables were checked against the policies with which they
         // were loaded: a policy missing here is a bug.
         None => descriptor::find(&set.descriptors, domain, &entries)
-            .map(|(name, key)| match decide::policy(set, name) {
-                Ok(p) => Ok((Cow::Borrowed(p), key)),
+            .map(|f| match decide::policy(set, f.policy) {
+                Ok(p) => Ok((Cow::Borrowed(p), f.key, f.tier)),
                 Err(e) => Err(Status::internal(format!("descriptor {i}: {}", e.message()))),
             })
             .transpose()?,

@@ -15,6 +15,8 @@ pub(super) struct RawDescriptor {
     domain: Spanned<String>,
     entries: Spanned<Vec<RawEntry>>,
     policy: Spanned<String>,
+    /// The entry whose value names the request's tier.
+    tier_from: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize, PartialEq, Eq)]
@@ -49,11 +51,14 @@ pub(super) fn build(
         ));
     }
     let name = raw.policy.get_ref();
-    if !policies.iter().any(|p| p.name() == name) {
+    let Some(policy) = policies.iter().find(|p| p.name() == name) else {
         return Err((
             raw.policy.span(),
             format!("descriptor: no policy named {name:?}"),
         ));
+    };
+    if let Some(from) = &raw.tier_from {
+        tier_from(from, raw.entries.get_ref(), policy)?;
     }
     let descriptor = Descriptor {
         domain: raw.domain.get_ref().clone(),
@@ -64,6 +69,7 @@ pub(super) fn build(
             .map(|e| (e.key.clone(), e.value.clone()))
             .collect(),
         policy: name.clone(),
+        tier_from: raw.tier_from.as_ref().map(|t| t.get_ref().clone()),
     };
     if earlier
         .iter()
@@ -75,4 +81,27 @@ pub(super) fn build(
         ));
     }
     Ok(descriptor)
+}
+
+/// Checks `tier_from`: it names one of the table's entries, one without a
+/// fixed `value` (a fixed one would name the same tier every time), and
+/// the policy has tiers to name.
+fn tier_from(
+    from: &Spanned<String>,
+    entries: &[RawEntry],
+    policy: &Policy,
+) -> Result<(), (Range<usize>, String)> {
+    let err = |message: String| Err((from.span(), format!("descriptor: `tier_from`: {message}")));
+    let name = from.get_ref();
+    match entries.iter().find(|e| e.key == *name) {
+        None => err(format!("{name:?} is not the key of one of `entries`")),
+        Some(RawEntry { value: Some(_), .. }) => err(format!(
+            "the entry {name:?} has a fixed `value`; name the tier in a request instead"
+        )),
+        Some(_) if policy.tier_names().is_empty() => err(format!(
+            "policy `{}` has no tiers (add `[policy.tiers.<name>]`)",
+            policy.name()
+        )),
+        Some(_) => Ok(()),
+    }
 }

@@ -526,3 +526,44 @@ fn unreadable_files_name_the_cap_and_the_line() {
     assert_eq!(e[0].line, 3, "{}", e[0]);
     assert!(e[0].message.contains("not UTF-8"), "{}", e[0]);
 }
+
+#[test]
+fn a_descriptor_takes_its_tier_from_an_entry_checked_with_its_line() {
+    let policies = "[[policy]]\nname = \"api\"\nalgorithm = \"fixed_window\"\nlimit = 10\nwindow = \"1m\"\n\n[policy.tiers.pro]\nlimit = 100\n\n[[policy]]\nname = \"flat\"\nalgorithm = \"fixed_window\"\nlimit = 10\nwindow = \"1m\"\n";
+    let table = |entries: &str, policy: &str, from: &str| {
+        format!(
+            "{policies}\n[[descriptor]]\ndomain = \"edge\"\nentries = {entries}\npolicy = \"{policy}\"\ntier_from = \"{from}\"\n"
+        )
+    };
+    let ok = parse(
+        "ok.toml",
+        &table(r#"[{ key = "user" }, { key = "x-plan" }]"#, "api", "x-plan"),
+    )
+    .unwrap();
+    assert_eq!(
+        ok.policies.descriptors[0].tier_from.as_deref(),
+        Some("x-plan")
+    );
+    for (entries, policy, from, wanted) in [
+        (r#"[{ key = "user" }]"#, "api", "x-plan", "is not the key"),
+        (
+            r#"[{ key = "user" }, { key = "x-plan", value = "pro" }]"#,
+            "api",
+            "x-plan",
+            "fixed `value`",
+        ),
+        (
+            r#"[{ key = "user" }, { key = "x-plan" }]"#,
+            "flat",
+            "x-plan",
+            "has no tiers",
+        ),
+    ] {
+        let errors = parse("bad.toml", &table(entries, policy, from)).unwrap_err();
+        let text = errors[0].to_string();
+        assert!(
+            text.starts_with("bad.toml:20: descriptor: `tier_from`") && text.contains(wanted),
+            "{text}"
+        );
+    }
+}

@@ -85,12 +85,12 @@ pub(super) async fn check(
     let req = CheckRequest::parse(&obj)?;
     let policy = decide::policy(&set, req.policy)?;
     if let Some(at_most) = req.at_most {
-        let d = state
-            .usage(policy, req.key.as_bytes(), Usage::AtMost, at_most)
+        let (d, decider) = state
+            .usage(policy, req.key.as_bytes(), Usage::AtMost, at_most, req.tier)
             .await?;
         let mut body = DecisionBody::new(policy, &d);
         body.granted = Some(d.granted);
-        return Ok(answer(&[(policy, d)], CheckAnswer::One(body)));
+        return Ok(answer(&[(&*decider, d)], CheckAnswer::One(body)));
     }
     single(&state, policy, req.key, req.cost, req.tier, false).await
 }
@@ -172,7 +172,8 @@ async fn check_many(
             cost: req.cost,
         })
         .collect();
-    let outcomes = state.check_many(&requests, batch.atomic).await?;
+    let tiers: Vec<Option<&str>> = batch.checks.iter().map(|r| r.tier).collect();
+    let outcomes = state.check_many(&requests, &tiers, batch.atomic).await?;
     let decided: Vec<(&Policy, Decision)> = outcomes.iter().map(|(d, p, _)| (&**p, *d)).collect();
     let body = CheckAnswer::Many(BatchBody {
         allowed: decided.iter().all(|(_, d)| d.allowed),
@@ -208,10 +209,10 @@ pub(super) async fn reserve(
     let req = ReserveRequest::parse(&obj)?;
     let policy = decide::policy(&set, req.policy)?;
     let max_wait = Duration::from_millis(req.max_wait_ms);
-    let d = state
-        .reserve(policy, req.key.as_bytes(), req.cost, max_wait)
+    let (d, decider) = state
+        .reserve(policy, req.key.as_bytes(), req.cost, max_wait, req.tier)
         .await?;
-    let decided = [(policy, d)];
+    let decided = [(&*decider, d)];
     let body = ReservationBody {
         decision: DecisionBody::new(policy, &d),
         wait_ms: ceil_millis(d.delay),
@@ -237,12 +238,12 @@ pub(super) async fn acquire(
     let set = state.policies();
     let req = AcquireRequest::parse(&obj)?;
     let policy = decide::policy(&set, req.policy)?;
-    let (decision, id) = state.acquire(policy, req.key.as_bytes()).await?;
-    let decided = [(policy, decision)];
+    let (decision, id, decider) = state.acquire(policy, req.key.as_bytes(), req.tier).await?;
+    let decided = [(&*decider, decision)];
     let body = AcquireBody {
         decision: DecisionBody::new(policy, &decision),
         lease: id.map(|id| id.to_string()),
-        expires_in_ms: id.map(|_| policy.time_span().as_millis() as u64),
+        expires_in_ms: id.map(|_| decider.time_span().as_millis() as u64),
     };
     Ok(answer(&decided, body))
 }

@@ -51,7 +51,7 @@ impl<'a> CheckRequest<'a> {
                 "`at_most` is for a single check, not in a batch: give `cost`",
             ));
         }
-        only(obj, &["policy", "key", "cost"])?;
+        only(obj, &["policy", "key", "cost", "tier"])?;
         Self::fields(obj)
     }
 
@@ -69,11 +69,17 @@ impl<'a> CheckRequest<'a> {
             key: string(obj, "key")?,
             cost: integer(obj, "cost", Some(1))?,
             at_most,
-            tier: match obj.get("tier") {
-                None => None,
-                Some(_) => Some(string(obj, "tier")?),
-            },
+            tier: tier(obj)?,
         })
+    }
+}
+
+/// A request's optional `tier` (`[policy.tiers.<name>]`): absent, the
+/// policy's own parameters; an unknown one is refused when decided.
+fn tier<'a>(obj: &'a Map<String, Value>) -> Result<Option<&'a str>, ServiceError> {
+    match obj.get("tier") {
+        None => Ok(None),
+        Some(_) => Ok(Some(string(obj, "tier")?)),
     }
 }
 
@@ -87,15 +93,19 @@ pub(super) struct UsageRequest<'a> {
     pub(super) key: &'a str,
     /// Units charged or refunded.
     pub(super) cost: u64,
+    /// The policy's tier (as in a check).
+    #[schema(required = false)]
+    pub(super) tier: Option<&'a str>,
 }
 
 impl<'a> UsageRequest<'a> {
     pub(super) fn parse(obj: &'a Map<String, Value>) -> Result<Self, ServiceError> {
-        only(obj, &["policy", "key", "cost"])?;
+        only(obj, &["policy", "key", "cost", "tier"])?;
         Ok(Self {
             policy: string(obj, "policy")?,
             key: string(obj, "key")?,
             cost: integer(obj, "cost", None)?,
+            tier: tier(obj)?,
         })
     }
 }
@@ -112,16 +122,20 @@ pub(super) struct SettleRequest<'a> {
     pub(super) estimate: u64,
     /// The cost it turned out to be.
     pub(super) actual: u64,
+    /// The policy's tier (as in a check).
+    #[schema(required = false)]
+    pub(super) tier: Option<&'a str>,
 }
 
 impl<'a> SettleRequest<'a> {
     pub(super) fn parse(obj: &'a Map<String, Value>) -> Result<Self, ServiceError> {
-        only(obj, &["policy", "key", "estimate", "actual"])?;
+        only(obj, &["policy", "key", "estimate", "actual", "tier"])?;
         Ok(Self {
             policy: string(obj, "policy")?,
             key: string(obj, "key")?,
             estimate: integer(obj, "estimate", None)?,
             actual: integer(obj, "actual", None)?,
+            tier: tier(obj)?,
         })
     }
 }
@@ -165,16 +179,20 @@ pub(super) struct ReserveRequest<'a> {
     /// The longest wait accepted, in milliseconds.
     #[schema(required = false, default = 0)]
     pub(super) max_wait_ms: u64,
+    /// The policy's tier (as in a check).
+    #[schema(required = false)]
+    pub(super) tier: Option<&'a str>,
 }
 
 impl<'a> ReserveRequest<'a> {
     pub(super) fn parse(obj: &'a Map<String, Value>) -> Result<Self, ServiceError> {
-        only(obj, &["policy", "key", "cost", "max_wait_ms"])?;
+        only(obj, &["policy", "key", "cost", "max_wait_ms", "tier"])?;
         Ok(Self {
             policy: string(obj, "policy")?,
             key: string(obj, "key")?,
             cost: integer(obj, "cost", Some(1))?,
             max_wait_ms: integer(obj, "max_wait_ms", Some(0))?,
+            tier: tier(obj)?,
         })
     }
 }
@@ -186,14 +204,18 @@ pub(super) struct AcquireRequest<'a> {
     pub(super) policy: &'a str,
     /// The limited key.
     pub(super) key: &'a str,
+    /// The policy's tier (as in a check).
+    #[schema(required = false)]
+    pub(super) tier: Option<&'a str>,
 }
 
 impl<'a> AcquireRequest<'a> {
     pub(super) fn parse(obj: &'a Map<String, Value>) -> Result<Self, ServiceError> {
-        only(obj, &["policy", "key"])?;
+        only(obj, &["policy", "key", "tier"])?;
         Ok(Self {
             policy: string(obj, "policy")?,
             key: string(obj, "key")?,
+            tier: tier(obj)?,
         })
     }
 }

@@ -58,10 +58,10 @@ async fn usage(
     let set = state.policies();
     let req = UsageRequest::parse(&obj)?;
     let policy = decide::policy(&set, req.policy)?;
-    let d = state
-        .usage(policy, req.key.as_bytes(), op, req.cost)
+    let (d, decider) = state
+        .usage(policy, req.key.as_bytes(), op, req.cost, req.tier)
         .await?;
-    Ok(recorded(policy, &d))
+    Ok(recorded(policy, &decider, &d))
 }
 
 /// After a check of `estimate`: charges `actual - estimate` or refunds the
@@ -81,16 +81,23 @@ pub(super) async fn settle(
     let set = state.policies();
     let req = SettleRequest::parse(&obj)?;
     let policy = decide::policy(&set, req.policy)?;
-    let d = state
-        .settle(policy, req.key.as_bytes(), req.estimate, req.actual)
+    let (d, decider) = state
+        .settle(
+            policy,
+            req.key.as_bytes(),
+            req.estimate,
+            req.actual,
+            req.tier,
+        )
         .await?;
-    Ok(recorded(policy, &d))
+    Ok(recorded(policy, &decider, &d))
 }
 
-/// 200 with the decision a usage record left and its headers.
-fn recorded(policy: &Policy, d: &Decision) -> Response {
+/// 200 with the decision a usage record left and its headers (with the
+/// numbers of `decider`, the policy, its tier or the key's override).
+fn recorded(policy: &Policy, decider: &Policy, d: &Decision) -> Response {
     let mut response = Json(DecisionBody::new(policy, d)).into_response();
-    if let Some(h) = RateLimitHeaders::new([(policy, d)].into_iter()) {
+    if let Some(h) = RateLimitHeaders::new([(decider, d)].into_iter()) {
         h.append_to(response.headers_mut());
     }
     response
