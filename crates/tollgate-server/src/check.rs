@@ -1,7 +1,6 @@
 //! `tollgate check`: asks a running service, for shell scripts.
 
 use clap::Args;
-use http_body_util::BodyExt;
 
 use crate::client;
 
@@ -27,17 +26,7 @@ pub(crate) struct CheckArgs {
 
 /// Prints the decision; exit 0 when allowed, 1 when denied, 2 on error.
 pub(crate) fn run(args: CheckArgs) -> i32 {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return 2;
-        }
-    };
-    match runtime.block_on(ask(&args)) {
+    match client::block_on(ask(&args)) {
         Ok((200, body)) => {
             println!("{body}");
             0
@@ -58,21 +47,8 @@ pub(crate) fn run(args: CheckArgs) -> i32 {
 }
 
 async fn ask(args: &CheckArgs) -> Result<(u16, String), String> {
-    let authority = client::authority(&args.url)?;
-    let mut sender = client::connect(&authority).await?;
     let body =
         serde_json::json!({"policy": args.policy, "key": args.key, "cost": args.cost}).to_string();
-    let request = client::check_request(&authority, args.token.as_deref(), body)?;
-    let response = sender
-        .send_request(request)
-        .await
-        .map_err(|e| e.to_string())?;
-    let status = response.status().as_u16();
-    let bytes = response
-        .into_body()
-        .collect()
-        .await
-        .map_err(|e| e.to_string())?
-        .to_bytes();
-    Ok((status, String::from_utf8_lossy(&bytes).trim().to_string()))
+    let token = args.token.as_deref();
+    client::send(&args.url, http::Method::POST, "/v1/check", token, body).await
 }

@@ -24,6 +24,7 @@ mod http;
 mod json_value;
 mod listen;
 mod meters;
+mod override_cli;
 mod overrides;
 mod palette;
 mod regions;
@@ -59,6 +60,8 @@ enum Command {
     /// Drive a running service's HTTP API; print decisions per second and
     /// latency percentiles.
     Bench(bench::BenchArgs),
+    /// Set, read, list or remove a running service's per-key overrides.
+    Override(override_cli::OverrideArgs),
     /// Check a config file; print every error with its line.
     Validate(validate::ValidateArgs),
     /// Replay a trace of requests against a policy file on a virtual clock.
@@ -73,6 +76,7 @@ pub fn run() -> i32 {
         Command::Serve(args) => serve::run(args),
         Command::Check(args) => check::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Override(args) => override_cli::run(args),
         Command::Validate(args) => validate::run(args),
         Command::Simulate(args) => simulate::run(args),
     }
