@@ -5,12 +5,13 @@ use std::sync::Arc;
 
 use http::HeaderName;
 use http::request::Parts;
+use tollgate::overrides::Overrides;
 use tollgate::{Error, Policy, Store};
 use tower_layer::Layer;
 
 use crate::estimate::Estimate;
 use crate::limit::Limit;
-use crate::limiter::Limiter;
+use crate::limiter::{Limiter, Resolver};
 use crate::mode::{CheckMode, ResponseFormat};
 use crate::usage::UsageSource;
 use crate::{KeyExtractor, RateLimit};
@@ -56,6 +57,7 @@ impl RateLimitLayer {
                 ResponseFormat::default(),
                 Estimate::default(),
                 UsageSource::default(),
+                Resolver::default(),
             )),
         }
     }
@@ -75,6 +77,7 @@ impl RateLimitLayer {
             shadow: false,
             estimate: None,
             usage_header: None,
+            resolver: Resolver::default(),
         }
     }
 }
@@ -118,6 +121,7 @@ pub struct RateLimitLayerBuilder {
     shadow: bool,
     estimate: Option<Estimate>,
     usage_header: Option<HeaderName>,
+    resolver: Resolver,
 }
 
 impl RateLimitLayerBuilder {
@@ -208,6 +212,32 @@ impl RateLimitLayerBuilder {
         self
     }
 
+    /// Decides each key under its override in `overrides`, if it has one
+    /// (see [`tollgate::overrides`]): an exact key's, else the longest
+    /// matching prefix's. Its parameters decide in place of the policy's
+    /// (the count carries over, and the headers show its numbers), `block`
+    /// refuses the request with a `429`, and `allow` lifts that limit for
+    /// the key. `overrides` is shared with the caller, who may change it
+    /// at any time (every clone is the same set): set in code, or kept in
+    /// step with Redis by `tollgate::store::redis::RedisOverrides`.
+    pub fn with_overrides(mut self, overrides: Overrides) -> Self {
+        self.resolver.overrides = overrides;
+        self.resolver.given = true;
+        self
+    }
+
+    /// Reads each request's tier with `extractor` (a header such as
+    /// `x-plan`, the authenticated principal's plan): a policy with tiers
+    /// ([`Policy::with_tier`]) decides the request in that tier's
+    /// parameters, a key's override winning over it. A request without one
+    /// is decided by the policy's own parameters; one naming a tier its
+    /// policy lacks is refused with a `400` (gRPC `INVALID_ARGUMENT`).
+    /// Limits whose policies have no tiers ignore it.
+    pub fn with_tier(mut self, extractor: impl KeyExtractor) -> Self {
+        self.resolver.tier = Some(Box::new(extractor));
+        self
+    }
+
     /// How several quota policies are checked (default
     /// [`CheckMode::Atomic`]).
     pub fn check_mode(mut self, mode: CheckMode) -> Self {
@@ -266,6 +296,14 @@ impl RateLimitLayerBuilder {
                 ),
             });
         }
+        if self.resolver.tier.is_some()
+            && self.limits.iter().all(|l| l.policy.tier_names().is_empty())
+        {
+            return Err(Error::InvalidArgument {
+                field: "tier",
+                reason: "a tier extractor is set, but no policy of the layer has tiers".into(),
+            });
+        }
         let mut names = HashSet::new();
         for limit in &self.limits {
             let name = limit.policy.name();
@@ -321,6 +359,7 @@ impl RateLimitLayerBuilder {
                 self.format,
                 self.estimate.unwrap_or_default(),
                 UsageSource::with_header(self.usage_header),
+                self.resolver,
             )),
         })
     }

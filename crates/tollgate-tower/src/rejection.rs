@@ -122,6 +122,22 @@ impl Rejection {
         )
     }
 
+    /// `400` (gRPC `INVALID_ARGUMENT`): the request names a tier its
+    /// policy does not have.
+    pub(crate) fn bad_tier(grpc: bool, reason: &str) -> Rejection {
+        Rejection::new(
+            grpc,
+            &Problem {
+                status: StatusCode::BAD_REQUEST,
+                grpc_code: INVALID_ARGUMENT,
+                type_uri: "about:blank",
+                title: "Bad Request",
+                detail: &format!("the request's rate-limit tier is invalid: {reason}"),
+                violated: &[],
+            },
+        )
+    }
+
     /// `500` (gRPC `INTERNAL`): the limiter is set up wrongly; the details
     /// are in the log, not in the answer.
     pub(crate) fn misconfigured(grpc: bool) -> Rejection {

@@ -9,8 +9,11 @@ use http::request::Parts;
 use tollgate::{Decision, Error, Policy, Request, Store, validate_key};
 
 mod failure;
+mod resolve;
 
 use self::failure::{Failure, bad_key_reason};
+pub(crate) use self::resolve::Resolver;
+use self::resolve::Under;
 use crate::Key;
 use crate::estimate::Estimate;
 use crate::headers::RateLimitHeaders;
@@ -48,6 +51,9 @@ pub(crate) struct Limiter {
     store_failing: AtomicBool,
     /// Whether a setup mistake was logged at `error` already.
     misconfig_logged: AtomicBool,
+    /// The overrides and the tier that decide a key in place of its
+    /// limit's policy.
+    resolver: Resolver,
 }
 
 /// The keys of one request, before the store is asked.
@@ -58,6 +64,9 @@ pub(crate) struct Plan {
     grpc: bool,
     /// The request's estimated usage (0 when no limit is a usage limit).
     estimate: u64,
+    /// By limit index, the policy an override or a tier puts in place of
+    /// the limit's (empty when the layer has neither).
+    under: Vec<Option<Arc<Policy>>>,
 }
 
 impl Plan {
@@ -93,6 +102,7 @@ impl Limiter {
         format: ResponseFormat,
         estimate: Estimate,
         usage: UsageSource,
+        resolver: Resolver,
     ) -> Limiter {
         let settles = limits.iter().any(|l| l.usage);
         Limiter {
@@ -106,11 +116,21 @@ impl Limiter {
             atomic_refused: AtomicBool::new(false),
             store_failing: AtomicBool::new(false),
             misconfig_logged: AtomicBool::new(false),
+            resolver,
         }
     }
 
     pub(crate) fn policy(&self, limit: usize) -> &Policy {
         &self.limits[limit].policy
+    }
+
+    /// The policy that decides limit `i`'s key: an override's or a tier's
+    /// (`under`, from the plan), else the limit's own.
+    fn decider<'a>(&'a self, under: &'a [Option<Arc<Policy>>], i: usize) -> &'a Arc<Policy> {
+        match under.get(i) {
+            Some(Some(p)) => p,
+            _ => &self.limits[i].policy,
+        }
     }
 
     /// Keys the request for every limit; extraction is synchronous, so it
@@ -125,11 +145,22 @@ impl Limiter {
                 .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc")),
         };
         let mut keys = Vec::with_capacity(self.limits.len());
+        let active = self.resolver.is_active();
+        let tier = self.resolver.tier(request, grpc)?;
+        let mut under = Vec::new();
         for (i, limit) in self.limits.iter().enumerate() {
             match limit.extractor.extract(request) {
                 Ok(Some(key)) => {
                     if let Err(e) = validate_key(key.as_bytes()) {
                         return Err(Rejection::bad_key(grpc, &bad_key_reason(&e)));
+                    }
+                    if active {
+                        under.resize(self.limits.len(), None);
+                        match self.resolve(i, &key, tier.as_ref(), grpc)? {
+                            Under::Policy => {}
+                            Under::Derived(p) => under[i] = Some(p),
+                            Under::Allowed => continue,
+                        }
                     }
                     keys.push((i, key));
                 }
@@ -149,6 +180,7 @@ impl Limiter {
             keys,
             grpc,
             estimate,
+            under,
         })
     }
 
@@ -157,21 +189,19 @@ impl Limiter {
     /// moment, while one denied by a lease consumed no quota.
     pub(crate) async fn decide(self: Arc<Self>, plan: Plan) -> Outcome {
         let grpc = plan.grpc;
+        let under = &plan.under;
         let mut decided: Vec<(usize, Decision)> = Vec::with_capacity(plan.keys.len());
         let mut leases = Leases::new();
         for (i, key) in plan.keys.iter().filter(|(i, _)| self.limits[*i].is_lease()) {
-            match self
-                .store
-                .acquire_lease(self.policy(*i), key.as_bytes())
-                .await
-            {
+            let policy = self.decider(under, *i);
+            match self.store.acquire_lease(policy, key.as_bytes()).await {
                 Ok(lease) => {
                     self.store_answered();
                     decided.push((*i, lease.decision));
                     match lease.id {
                         Some(id) => leases.push(HeldLease::new(
                             self.store.clone(),
-                            self.limits[*i].policy.clone(),
+                            policy.clone(),
                             key.clone(),
                             id,
                         )),
@@ -184,7 +214,7 @@ impl Limiter {
                             }
                         }
                         // Dropping `leases` gives back those already taken.
-                        None => return self.deny(decided, grpc),
+                        None => return self.deny(decided, under, grpc),
                     }
                 }
                 Err(e) => match self.on_error(*i, e, grpc) {
@@ -208,10 +238,10 @@ impl Limiter {
         let atomic = self.mode == CheckMode::Atomic && !self.atomic_refused.load(Ordering::Relaxed);
         let estimate = plan.estimate;
         let outcome = if quotas.len() > 1 && atomic {
-            self.check_atomic(&quotas, &mut decided, grpc, estimate)
+            self.check_atomic(&quotas, under, &mut decided, grpc, estimate)
                 .await
         } else {
-            self.check_in_sequence(&quotas, &mut decided, grpc, estimate)
+            self.check_in_sequence(&quotas, under, &mut decided, grpc, estimate)
                 .await
         };
         if let Some(rejection) = outcome {
@@ -219,13 +249,13 @@ impl Limiter {
         }
         if decided.iter().all(|(_, d)| d.allowed)
             && let Some(rejection) = self
-                .check_in_sequence(&shadows, &mut decided, grpc, estimate)
+                .check_in_sequence(&shadows, under, &mut decided, grpc, estimate)
                 .await
         {
             return Outcome::Reject(rejection);
         }
         if decided.iter().any(|(_, d)| !d.allowed) {
-            return self.deny(decided, grpc);
+            return self.deny(decided, under, grpc);
         }
         decided.sort_by_key(|(i, _)| *i);
         let unsettled = self.settles.then(|| self.unsettled(&plan, &decided));
@@ -235,7 +265,7 @@ impl Limiter {
                 .map(|(_, d)| d.delay)
                 .max()
                 .unwrap_or_default(),
-            headers: self.headers(&decided),
+            headers: self.headers(&decided, under),
             leases,
             unsettled,
         }
@@ -257,7 +287,7 @@ impl Limiter {
                     .binary_search_by_key(i, |(j, _)| *j)
                     .is_ok_and(|at| !decided[at].1.shadow);
                 Charged {
-                    policy: limit.policy.clone(),
+                    policy: self.decider(&plan.under, *i).clone(),
                     key: key.clone(),
                     units: if consumed {
                         limit.cost(plan.estimate)
@@ -280,15 +310,17 @@ impl Limiter {
     async fn check_in_sequence(
         &self,
         quotas: &[&(usize, Key)],
+        under: &[Option<Arc<Policy>>],
         decided: &mut Vec<(usize, Decision)>,
         grpc: bool,
         estimate: u64,
     ) -> Option<Rejection> {
         for (i, key) in quotas {
             let limit = &self.limits[*i];
+            let policy = self.decider(under, *i);
             match self
                 .store
-                .check(&limit.policy, key.as_bytes(), limit.cost(estimate))
+                .check(policy, key.as_bytes(), limit.cost(estimate))
                 .await
             {
                 Ok(decision) => {
@@ -311,6 +343,7 @@ impl Limiter {
     async fn check_atomic(
         &self,
         quotas: &[&(usize, Key)],
+        under: &[Option<Arc<Policy>>],
         decided: &mut Vec<(usize, Decision)>,
         grpc: bool,
         estimate: u64,
@@ -318,7 +351,7 @@ impl Limiter {
         let requests: Vec<Request<'_>> = quotas
             .iter()
             .map(|(i, key)| Request {
-                policy: &self.limits[*i].policy,
+                policy: self.decider(under, *i),
                 key: key.as_bytes(),
                 cost: self.limits[*i].cost(estimate),
             })
@@ -337,7 +370,7 @@ impl Limiter {
                         "the store cannot check these policies atomically; checking them in sequence from now on"
                     );
                 }
-                self.check_in_sequence(quotas, decided, grpc, estimate)
+                self.check_in_sequence(quotas, under, decided, grpc, estimate)
                     .await
             }
             Err(e) => match self.on_error(quotas[0].0, e, grpc) {
@@ -348,7 +381,12 @@ impl Limiter {
     }
 
     /// The `429`: which policies were exceeded and when to come back.
-    fn deny(&self, mut decided: Vec<(usize, Decision)>, grpc: bool) -> Outcome {
+    fn deny(
+        &self,
+        mut decided: Vec<(usize, Decision)>,
+        under: &[Option<Arc<Policy>>],
+        grpc: bool,
+    ) -> Outcome {
         decided.sort_by_key(|(i, _)| *i);
         let denied = || decided.iter().filter(|(_, d)| !d.allowed);
         // In an atomic denial every decision says "denied"; the policies
@@ -377,11 +415,17 @@ impl Limiter {
             grpc,
             retry_after,
             &violated,
-            self.headers(&decided),
+            self.headers(&decided, under),
         ))
     }
 
-    fn headers(&self, decided: &[(usize, Decision)]) -> Option<RateLimitHeaders> {
-        RateLimitHeaders::new(decided.iter().map(|(i, d)| (self.policy(*i), d)))
+    /// The headers of `decided`, each with the numbers of the policy that
+    /// decided it (an override's or a tier's, else the limit's).
+    fn headers(
+        &self,
+        decided: &[(usize, Decision)],
+        under: &[Option<Arc<Policy>>],
+    ) -> Option<RateLimitHeaders> {
+        RateLimitHeaders::new(decided.iter().map(|(i, d)| (&**self.decider(under, *i), d)))
     }
 }
