@@ -22,14 +22,15 @@ pub(crate) struct Limit {
 }
 
 impl Limit {
-    /// What a request with `estimate` costs under this limit. A usage
+    /// What a request with `estimate` costs under this limit, decided by
+    /// `policy` (the limit's own, or an override's or a tier's). A usage
     /// limit checks the estimate, at least 1 (a request needs something
     /// left) and at most the policy's limit (more could never pass: such a
     /// request waits for a fresh key, and its settle charges the rest).
     #[inline]
-    pub(crate) fn cost(&self, estimate: u64) -> u64 {
+    pub(crate) fn cost(&self, policy: &Policy, estimate: u64) -> u64 {
         if self.usage {
-            estimate.min(self.policy.limit()).max(1)
+            estimate.min(policy.limit()).max(1)
         } else {
             self.cost
         }

@@ -76,7 +76,7 @@ impl<'a> CheckRequest<'a> {
 
 /// A request's optional `tier` (`[policy.tiers.<name>]`): absent, the
 /// policy's own parameters; an unknown one is refused when decided.
-fn tier<'a>(obj: &'a Map<String, Value>) -> Result<Option<&'a str>, ServiceError> {
+fn tier(obj: &Map<String, Value>) -> Result<Option<&str>, ServiceError> {
     match obj.get("tier") {
         None => Ok(None),
         Some(_) => Ok(Some(string(obj, "tier")?)),

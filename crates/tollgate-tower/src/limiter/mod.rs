@@ -290,7 +290,7 @@ impl Limiter {
                     policy: self.decider(&plan.under, *i).clone(),
                     key: key.clone(),
                     units: if consumed {
-                        limit.cost(plan.estimate)
+                        limit.cost(self.decider(&plan.under, *i), plan.estimate)
                     } else {
                         0
                     },
@@ -320,7 +320,7 @@ impl Limiter {
             let policy = self.decider(under, *i);
             match self
                 .store
-                .check(policy, key.as_bytes(), limit.cost(estimate))
+                .check(policy, key.as_bytes(), limit.cost(policy, estimate))
                 .await
             {
                 Ok(decision) => {
@@ -353,7 +353,7 @@ impl Limiter {
             .map(|(i, key)| Request {
                 policy: self.decider(under, *i),
                 key: key.as_bytes(),
-                cost: self.limits[*i].cost(estimate),
+                cost: self.limits[*i].cost(self.decider(under, *i), estimate),
             })
             .collect();
         match self.store.check_many(&requests, true).await {
