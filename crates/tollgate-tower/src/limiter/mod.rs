@@ -1,4 +1,8 @@
 //! The decision for one request: keys from its head, then the store.
+//!
+//! Over 400 lines on purpose: one request's decision for every mode (keys,
+//! overrides and tiers, the store call, leases and settlement) read as one
+//! flow.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -3,6 +3,8 @@
 //! time, so a decision reads no clock and the script replies one number,
 //! the backlog, from which the algorithm's own Rust code rebuilds the
 //! decision.
+//!
+//! Over 400 lines with its tests; the code itself is about 250.
 
 use std::time::Duration;
 

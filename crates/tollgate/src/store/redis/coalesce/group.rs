@@ -9,8 +9,7 @@
 
 use redis::{ErrorKind, RedisError, RedisResult, Value};
 
-use super::pipeline::Item;
-use super::{Coalescer, Waiter};
+use super::{Coalescer, Item, Waiter};
 
 /// One server-clock fixed-window check with a deadline, as the group
 /// script takes it.

@@ -20,7 +20,8 @@
 //! it would alone. An error of the whole pipeline (the connection lost, the
 //! response timeout) goes to every caller in it.
 //!
-//! The files here: this one the queue and the flush that drains it (what
+//! The files here: this one the queue, what a pipeline carries (`Item`)
+//! and the flush that drains it (what
 //! is in flight, what a flush takes, each reply to its caller);
 //! `pipeline.rs` a flush's batch sent as pipelines and the replies handed
 //! back; `sink.rs` where they go, a standalone server or one cluster
@@ -320,4 +321,20 @@ fn dropped() -> RedisError {
         std::io::ErrorKind::BrokenPipe,
         "the pipeline carrying this command was dropped (runtime shutdown)",
     ))
+}
+
+/// What a pipeline carries: a caller's own command, or a group of window
+/// checks whose reply is an array, one element per caller.
+pub(super) enum Item {
+    One(Cmd, Waiter),
+    Group(Cmd, Vec<Waiter>),
+}
+
+impl Item {
+    pub(super) fn calls(&self) -> usize {
+        match self {
+            Item::One(..) => 1,
+            Item::Group(_, waiters) => waiters.len(),
+        }
+    }
 }

@@ -4,25 +4,9 @@
 
 use std::sync::atomic::Ordering;
 
-use redis::{Cmd, ErrorKind, RedisError, RedisResult, Value};
+use redis::{ErrorKind, RedisError, RedisResult, Value};
 
-use super::{Batch, Coalescer, InFlight, MAX_PIPELINE, Waiter, group, reroutes};
-
-/// What a pipeline carries: a caller's own command, or a group of window
-/// checks whose reply is an array, one element per caller.
-pub(super) enum Item {
-    One(Cmd, Waiter),
-    Group(Cmd, Vec<Waiter>),
-}
-
-impl Item {
-    fn calls(&self) -> usize {
-        match self {
-            Item::One(..) => 1,
-            Item::Group(_, waiters) => waiters.len(),
-        }
-    }
-}
+use super::{Batch, Coalescer, InFlight, Item, MAX_PIPELINE, Waiter, group, reroutes};
 
 impl Coalescer {
     /// Sends a batch as pipelines; the error of a pipeline that failed
