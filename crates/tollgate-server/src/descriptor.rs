@@ -20,6 +20,8 @@
 //! entry out of the key, so a customer moved to another plan keeps its
 //! count.
 
+use std::io::Write;
+
 /// One `[[descriptor]]` table, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Descriptor {
@@ -83,11 +85,14 @@ pub(crate) fn knows(descriptors: &[Descriptor], domain: &str) -> bool {
 
 /// The key a descriptor is limited under: the domain and every entry, each
 /// prefixed by its length, so that no two descriptors share one.
+/// Made in one allocation: its length is known before it is written.
 pub(crate) fn key(domain: &str, entries: &[(&str, &str)]) -> Vec<u8> {
-    let mut key = Vec::new();
+    // A length's digits and its `:`: 21 bytes at most.
+    let parts = std::iter::once(domain).chain(entries.iter().flat_map(|(k, v)| [*k, *v]));
+    let mut key = Vec::with_capacity(parts.map(|s| s.len() + 21).sum());
     let mut part = |s: &str| {
-        key.extend_from_slice(s.len().to_string().as_bytes());
-        key.push(b':');
+        // Writing to a `Vec` cannot fail.
+        let _ = write!(key, "{}:", s.len());
         key.extend_from_slice(s.as_bytes());
     };
     part(domain);

@@ -87,39 +87,91 @@ impl<'a> QuotaItem<'a> {
 }
 
 /// `name` as a Structured Field string.
-fn write_name(out: &mut String, name: &str) {
-    out.push('"');
+fn write_name(out: &mut impl Write, name: &str) -> std::fmt::Result {
+    out.write_char('"')?;
     for c in name.chars() {
         match c {
             '"' | '\\' => {
-                out.push('\\');
-                out.push(c);
+                out.write_char('\\')?;
+                out.write_char(c)?;
             }
-            ' '..='~' => out.push(c),
-            _ => out.push('_'),
+            ' '..='~' => out.write_char(c)?,
+            _ => out.write_char('_')?,
         }
     }
-    out.push('"');
+    out.write_char('"')
 }
 
-/// The item's part of `RateLimit-Policy`.
-fn policy_item(out: &mut String, item: &QuotaItem<'_>) {
-    write_name(out, item.name);
-    let _ = write!(out, ";q={}", item.quota);
-    match item.window {
-        Some(w) => {
-            let _ = write!(out, ";w={w}");
+impl QuotaItem<'_> {
+    /// Writes the item's part of `RateLimit-Policy` (for callers that
+    /// format the field themselves, beside other text).
+    pub fn write_policy(&self, out: &mut impl Write) -> std::fmt::Result {
+        write_name(out, self.name)?;
+        write!(out, ";q={}", self.quota)?;
+        match self.window {
+            Some(w) => write!(out, ";w={w}"),
+            None => out.write_str(";qu=\"concurrent-requests\""),
         }
-        None => out.push_str(";qu=\"concurrent-requests\""),
+    }
+
+    /// Writes the item's part of `RateLimit` (for callers that format the
+    /// field themselves, beside other text).
+    pub fn write_limit(&self, out: &mut impl Write) -> std::fmt::Result {
+        write_name(out, self.name)?;
+        write!(out, ";r={}", self.remaining)?;
+        if let (Some(_), Some(t)) = (self.window, self.reset) {
+            write!(out, ";t={t}")?;
+        }
+        Ok(())
     }
 }
 
-/// The item's part of `RateLimit`.
-fn limit_item(out: &mut String, item: &QuotaItem<'_>) {
-    write_name(out, item.name);
-    let _ = write!(out, ";r={}", item.remaining);
-    if let (Some(_), Some(t)) = (item.window, item.reset) {
-        let _ = write!(out, ";t={t}");
+/// A field's value as it is written: on the stack while it fits (one or
+/// two policies with short names, the common case), then on the heap. The
+/// value is copied into its `HeaderValue` once, so a field costs one
+/// allocation, not a `String` growing as it is written.
+struct Field {
+    stack: [u8; FIELD_STACK],
+    len: usize,
+    heap: String,
+}
+
+const FIELD_STACK: usize = 256;
+
+impl Field {
+    fn new() -> Field {
+        Field {
+            stack: [0; FIELD_STACK],
+            len: 0,
+            heap: String::new(),
+        }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        if self.heap.is_empty() {
+            &self.stack[..self.len]
+        } else {
+            self.heap.as_bytes()
+        }
+    }
+}
+
+impl Write for Field {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let end = self.len + s.len();
+        if self.heap.is_empty() && end <= FIELD_STACK {
+            self.stack[self.len..end].copy_from_slice(s.as_bytes());
+            self.len = end;
+        } else {
+            if self.heap.is_empty() {
+                // Only whole `str`s were copied in: still UTF-8.
+                self.heap.push_str(
+                    std::str::from_utf8(&self.stack[..self.len]).map_err(|_| std::fmt::Error)?,
+                );
+            }
+            self.heap.push_str(s);
+        }
+        Ok(())
     }
 }
 
@@ -142,24 +194,24 @@ impl RateLimitHeaders {
     pub fn from_items<'a>(
         items: impl IntoIterator<Item = QuotaItem<'a>>,
     ) -> Option<RateLimitHeaders> {
-        let mut policy = String::new();
-        let mut limit = String::new();
+        let mut policy = Field::new();
+        let mut limit = Field::new();
         for (i, item) in items.into_iter().enumerate() {
             if i > 0 {
-                policy.push_str(", ");
-                limit.push_str(", ");
+                policy.write_str(", ").ok()?;
+                limit.write_str(", ").ok()?;
             }
-            policy_item(&mut policy, &item);
-            limit_item(&mut limit, &item);
+            item.write_policy(&mut policy).ok()?;
+            item.write_limit(&mut limit).ok()?;
         }
-        if policy.is_empty() {
+        if policy.as_bytes().is_empty() {
             return None;
         }
         // Names are written in printable ASCII and the rest is digits and
         // punctuation, so both values are always valid header values.
         Some(RateLimitHeaders {
-            policy: HeaderValue::try_from(policy).ok()?,
-            limit: HeaderValue::try_from(limit).ok()?,
+            policy: HeaderValue::from_bytes(policy.as_bytes()).ok()?,
+            limit: HeaderValue::from_bytes(limit.as_bytes()).ok()?,
         })
     }
 

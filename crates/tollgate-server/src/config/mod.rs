@@ -115,6 +115,9 @@ pub(crate) struct PolicySet {
     /// What deciding on each policy counts, in `policies`' order: resolved
     /// once per set, on its first decision (`crate::meters`).
     pub(crate) meters: OnceLock<std::sync::Arc<[PolicyMeters]>>,
+    /// Each policy's `RateLimit-Policy` value, in `policies`' order: made
+    /// once per set, on its first use (the answer of `http/fast.rs`).
+    pub(crate) policy_fields: OnceLock<std::sync::Arc<[Option<http::HeaderValue>]>>,
 }
 
 impl PolicySet {
@@ -134,6 +137,25 @@ impl PolicySet {
                 .collect()
         });
         meters.get(i)
+    }
+
+    /// The `RateLimit-Policy` value of `policy` alone, when it is one of
+    /// this set's.
+    pub(crate) fn policy_field(&self, policy: &Policy) -> Option<&http::HeaderValue> {
+        let i = self.policies.iter().position(|p| std::ptr::eq(p, policy))?;
+        let fields = self.policy_fields.get_or_init(|| {
+            self.policies
+                .iter()
+                .map(|p| {
+                    // The policy's part does not read the decision.
+                    let any = tollgate::Decision::from_micros(true, p.limit(), 0, 0, 0, 0);
+                    let item = tollgate_tower::headers::QuotaItem::of(p, &any);
+                    tollgate_tower::headers::RateLimitHeaders::from_items([item])
+                        .map(|h| h.policy().clone())
+                })
+                .collect()
+        });
+        fields.get(i)?.as_ref()
     }
 }
 
@@ -266,6 +288,7 @@ fn parse(file: &str, text: &str) -> Result<Config, Vec<ConfigError>> {
                 descriptors,
                 overrides,
                 meters: OnceLock::new(),
+                policy_fields: OnceLock::new(),
             },
             server,
             store,

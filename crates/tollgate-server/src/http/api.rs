@@ -73,7 +73,7 @@ pub(super) async fn check(
     {
         let set = state.policies();
         if let Some(policy) = set.get(one.policy) {
-            return single(&state, policy, one.key, one.cost, None, true).await;
+            return single(&state, policy, one.key, one.cost, None, Some(&set)).await;
         }
     }
     let obj = object(body)?;
@@ -92,25 +92,25 @@ pub(super) async fn check(
         body.granted = Some(d.granted);
         return Ok(answer(&[(&*decider, d)], CheckAnswer::One(body)));
     }
-    single(&state, policy, req.key, req.cost, req.tier, false).await
+    single(&state, policy, req.key, req.cost, req.tier, None).await
 }
 
 /// One check's answer; formatted on the stack (`fast.rs`) with `fast`
-/// when no override decided.
+/// (the set `policy` is from) when no override decided.
 async fn single(
     state: &AppState,
     policy: &Policy,
     key: &str,
     cost: u64,
     tier: Option<&str>,
-    fast: bool,
+    fast: Option<&PolicySet>,
 ) -> ApiResult {
     let (d, decider, by) = state
         .check_overridden(policy, key.as_bytes(), cost, tier)
         .await?;
-    if fast
+    if let Some(set) = fast
         && by.is_none()
-        && let Some(response) = fast::answer(policy, &decider, &d)
+        && let Some(response) = fast::answer(policy, &decider, &d, set.policy_field(&decider))
     {
         return Ok(response);
     }

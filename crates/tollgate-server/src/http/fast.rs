@@ -9,14 +9,14 @@
 //! answers it, with the same messages as always. So this path answers
 //! only what the general one would answer the same way.
 
-use std::io::Write;
+use std::fmt::Write;
 
 use axum::body::{Body, Bytes};
 use axum::response::Response;
 use http::{HeaderValue, StatusCode, header};
 use serde::Deserialize;
 use tollgate::{Decision, Policy};
-use tollgate_tower::headers::{RateLimitHeaders, ceil_millis, ceil_secs};
+use tollgate_tower::headers::{QuotaItem, RATELIMIT, RATELIMIT_POLICY, ceil_millis, ceil_secs};
 
 /// A single check, borrowed from the body.
 #[derive(Debug, Deserialize)]
@@ -45,9 +45,47 @@ impl<'a> Single<'a> {
     }
 }
 
-/// The longest answer body formatted here: a longer policy name takes the
-/// general path's serializer.
-const MAX_BODY: usize = 512;
+/// The longest answer formatted here (its body, its `RateLimit` value and
+/// its length): a longer policy name takes the general path's serializer.
+const MAX_ANSWER: usize = 1024;
+
+/// The answer's text, formatted on the stack then moved to the heap
+/// whole: the body and two header values are slices of it, one
+/// allocation for the three.
+struct Answer {
+    buf: [u8; MAX_ANSWER],
+    len: usize,
+}
+
+impl AsRef<[u8]> for Answer {
+    fn as_ref(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+impl std::fmt::Write for Answer {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let end = self.len + s.len();
+        self.buf
+            .get_mut(self.len..end)
+            .ok_or(std::fmt::Error)?
+            .copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+impl Answer {
+    /// The range of what `write` writes.
+    fn part(
+        &mut self,
+        write: impl FnOnce(&mut Answer) -> std::fmt::Result,
+    ) -> Option<std::ops::Range<usize>> {
+        let start = self.len;
+        write(self).ok()?;
+        Some(start..self.len)
+    }
+}
 
 /// Whether `name` is written in JSON as it is (no `"`, `\` or control
 /// character to escape).
@@ -58,29 +96,52 @@ fn plain(name: &str) -> bool {
 /// The answer to one check of `policy` that no override decided (its
 /// headers from `decider`, the policy or its tier): the same status,
 /// headers and body as the general path's (`api::answer` over a
-/// `DecisionBody`), or `None` when the policy's name would need escaping.
-pub(super) fn answer(policy: &Policy, decider: &Policy, d: &Decision) -> Option<Response> {
+/// `DecisionBody`), `Content-Length` set, or `None` when the policy's name
+/// would need escaping. `policy_field` is `decider`'s `RateLimit-Policy`
+/// value when it was made before (`PolicySet::policy_field`).
+pub(super) fn answer(
+    policy: &Policy,
+    decider: &Policy,
+    d: &Decision,
+    policy_field: Option<&HeaderValue>,
+) -> Option<Response> {
     let name = policy.name();
     if !plain(name) {
         return None;
     }
-    let mut buf = [0u8; MAX_BODY];
-    let mut out = &mut buf[..];
-    let written = write!(
-        out,
-        r#"{{"allowed":{},"policy":"{name}","limit":{},"remaining":{},"reset_after_ms":{},"retry_after_ms":{},"delay_ms":{},"source":"{}"{}}}"#,
-        d.allowed,
-        d.limit,
-        d.remaining,
-        ceil_millis(d.reset_after),
-        ceil_millis(d.retry_after),
-        ceil_millis(d.delay),
-        d.source.as_str(),
-        if d.shadow { r#","shadow":true"# } else { "" },
-    );
-    written.ok()?;
-    let len = MAX_BODY - out.len();
-    let mut response = Response::new(Body::from(Bytes::copy_from_slice(&buf[..len])));
+    let mut text = Answer {
+        buf: [0; MAX_ANSWER],
+        len: 0,
+    };
+    let body = text.part(|out| {
+        write!(
+            out,
+            r#"{{"allowed":{},"policy":"{name}","limit":{},"remaining":{},"reset_after_ms":{},"retry_after_ms":{},"delay_ms":{},"source":"{}"{}}}"#,
+            d.allowed,
+            d.limit,
+            d.remaining,
+            ceil_millis(d.reset_after),
+            ceil_millis(d.retry_after),
+            ceil_millis(d.delay),
+            d.source.as_str(),
+            if d.shadow { r#","shadow":true"# } else { "" },
+        )
+    })?;
+    let item = QuotaItem::of(decider, d);
+    let limit = text.part(|out| item.write_limit(out))?;
+    let policy_field = match policy_field {
+        Some(field) => field.clone(),
+        None => {
+            let range = text.part(|out| item.write_policy(out))?;
+            HeaderValue::from_bytes(&text.buf[range]).ok()?
+        }
+    };
+    let length = body.len();
+    let length = text.part(|out| write!(out, "{length}"))?;
+    let retry = text.part(|out| write!(out, "{}", ceil_secs(d.retry_after)))?;
+    let text = Bytes::from_owner(text);
+    let value = |range| HeaderValue::from_maybe_shared(text.slice(range)).ok();
+    let mut response = Response::new(Body::from(text.slice(body)));
     if !d.allowed {
         *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
     }
@@ -89,14 +150,11 @@ pub(super) fn answer(policy: &Policy, decider: &Policy, d: &Decision) -> Option<
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    if let Some(h) = RateLimitHeaders::new([(decider, d)].into_iter()) {
-        h.append_to(headers);
-    }
+    headers.insert(header::CONTENT_LENGTH, value(length)?);
+    headers.append(RATELIMIT_POLICY, policy_field);
+    headers.append(RATELIMIT, value(limit)?);
     if !d.allowed {
-        headers.insert(
-            header::RETRY_AFTER,
-            HeaderValue::from(ceil_secs(d.retry_after)),
-        );
+        headers.insert(header::RETRY_AFTER, value(retry)?);
     }
     Some(response)
 }
@@ -127,10 +185,16 @@ mod tests {
             &[(policy, d)],
             CheckAnswer::One(DecisionBody::new(policy, &d)),
         );
-        [
-            parts(answer(policy, policy, &d).unwrap()).await,
-            parts(general).await,
-        ]
+        // The fast answer sets its length; the general one has it set by
+        // axum's router, after the handler.
+        let mut fast = parts(answer(policy, policy, &d, set.policy_field(policy)).unwrap()).await;
+        let length = fast.1.remove(header::CONTENT_LENGTH).unwrap();
+        assert_eq!(length.to_str().unwrap(), fast.2.len().to_string());
+        // Without the policy's field made before, the same answer.
+        let made = parts(answer(policy, policy, &d, None).unwrap()).await;
+        assert_eq!((made.0, &made.2), (fast.0, &fast.2));
+        assert_eq!(made.1.get(RATELIMIT_POLICY), fast.1.get(RATELIMIT_POLICY));
+        [fast, parts(general).await]
     }
 
     #[tokio::test]

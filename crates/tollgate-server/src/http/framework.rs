@@ -12,7 +12,6 @@
 
 use axum::body::Body;
 use axum::extract::Request;
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http::{StatusCode, header};
 use http_body_util::BodyExt;
@@ -41,12 +40,15 @@ pub(crate) const MAX_HEAD: HeadLimit = HeadLimit {
 /// The most of a framework's text answer read to quote in its message.
 const TEXT_READ: usize = 4096;
 
-/// The middleware: the head's limits before, the JSON form after.
-pub(super) async fn json_errors(request: Request, next: Next) -> Response {
-    if let Some(refused) = over_head_limits(&request) {
-        return refused.into_response();
-    }
-    let response = next.run(request).await;
+/// The answer to a request whose head is over the limits, before anything
+/// else reads it (`gate` in `mod.rs` asks first).
+pub(super) fn head_refusal(request: &Request) -> Option<Response> {
+    over_head_limits(request).map(IntoResponse::into_response)
+}
+
+/// `response` in the JSON error form when it is an error the framework
+/// made in text (`gate` in `mod.rs` passes every response here).
+pub(super) async fn as_json(response: Response) -> Response {
     let status = response.status();
     if !(status.is_client_error() || status.is_server_error()) || is_json(&response) {
         return response;
