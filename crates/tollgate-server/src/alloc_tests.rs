@@ -134,14 +134,15 @@ mod grpc {
 
     /// One native `ShouldRateLimit` of one descriptor, admitted, on the
     /// memory store, through the whole gRPC stack in-process, measured at
-    /// 38. Most are tonic's and prost's: the
+    /// 45. Most are tonic's and prost's: the
     /// decoded message's strings and vectors, the response message's
     /// (`RateLimitResponse` owns its strings: the policy's name, the two
     /// header fields' names and values), the streams and boxed bodies of
     /// decoding and encoding, the trailers; then the decoding wrapper's
     /// flag in the request's extensions (`grpc_decode.rs`), the handler's
-    /// boxed future, and the memory store's.
-    const MAX_PER_CHECK: u64 = 38;
+    /// boxed future, the common decision path's batch (`decide.rs`), and
+    /// the memory store's.
+    const MAX_PER_CHECK: u64 = 45;
 
     /// `RateLimitRequest{domain: "edge", descriptors: [{entries:
     /// [{remote_address, <value>}]}]}`, framed.
