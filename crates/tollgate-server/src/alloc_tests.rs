@@ -134,7 +134,7 @@ mod grpc {
 
     /// One native `ShouldRateLimit` of one descriptor, admitted, on the
     /// memory store, through the whole gRPC stack in-process, measured at
-    /// 45. Most are tonic's and prost's: the
+    /// 46. Most are tonic's and prost's: the
     /// decoded message's strings and vectors, the response message's
     /// (`RateLimitResponse` owns its strings: the policy's name, the two
     /// header fields' names and values), the streams and boxed bodies of
@@ -142,7 +142,7 @@ mod grpc {
     /// flag in the request's extensions (`grpc_decode.rs`), the handler's
     /// boxed future, the common decision path's batch (`decide.rs`), and
     /// the memory store's.
-    const MAX_PER_CHECK: u64 = 45;
+    const MAX_PER_CHECK: u64 = 46;
 
     /// `RateLimitRequest{domain: "edge", descriptors: [{entries:
     /// [{remote_address, <value>}]}]}`, framed.
