@@ -186,7 +186,8 @@ impl AppState {
             let tier = tiers.get(i).copied().flatten();
             resolved.push(overridden(self, r.policy, r.key, tier)?);
         }
-        self.decide_resolved(requests, resolved, atomic).await
+        self.decide_resolved(requests, resolved, Batch::Many { atomic })
+            .await
     }
 
     /// Decides several requests, in order, not atomically, all in one
@@ -215,7 +216,7 @@ impl AppState {
             }
             resolved.push(o);
         }
-        self.decide_resolved(requests, resolved, false).await
+        self.decide_resolved(requests, resolved, Batch::Each).await
     }
 
     /// The store call and the counts of a batch whose overrides are
@@ -224,8 +225,9 @@ impl AppState {
         &self,
         requests: &[Request<'p>],
         resolved: Vec<Resolution<'p>>,
-        atomic: bool,
+        batch: Batch,
     ) -> Result<Vec<Overridden<'p>>, ServiceError> {
+        let atomic = matches!(batch, Batch::Many { atomic: true });
         let blocked = atomic
             && resolved
                 .iter()
@@ -242,13 +244,23 @@ impl AppState {
                 Resolution::Decided(..) => None,
             })
             .collect();
-        let decisions = if to_store.is_empty() {
-            Vec::new()
-        } else {
-            self.backend
-                .store
-                .check_many(&to_store, atomic && !blocked)
+        let store = &self.backend.store;
+        let decisions = match to_store.as_slice() {
+            [] => Vec::new(),
+            // Not atomic: each request is the single check it would be
+            // alone (leases and the deny cache answer it as they would),
+            // all of them at once: concurrent script calls leave as one
+            // pipeline.
+            [r] if !atomic => vec![store.check(r.policy, r.key, r.cost).await?],
+            _ if !atomic => {
+                futures_util::future::try_join_all(
+                    to_store
+                        .iter()
+                        .map(|r| store.check(r.policy, r.key, r.cost)),
+                )
                 .await?
+            }
+            _ => store.check_many(&to_store, !blocked).await?,
         };
         drop(to_store);
         let mut decisions = decisions.into_iter();
@@ -404,4 +416,13 @@ impl AppState {
         tollgate::metrics::record_usage(name, "refunded", estimate.saturating_sub(actual));
         Ok((d, p))
     }
+}
+
+/// How [`AppState::decide_resolved`] calls the store: one batch call
+/// (`/v1/check`'s `checks`, all or nothing with `atomic`), or each request
+/// as a check of its own (a gRPC request's descriptors).
+#[derive(Clone, Copy)]
+enum Batch {
+    Many { atomic: bool },
+    Each,
 }

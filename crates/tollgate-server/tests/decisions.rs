@@ -212,3 +212,49 @@ fn every_decision_is_counted_once_on_a_store_deferred_at_startup() {
         "{sources:?}"
     );
 }
+
+/// A gRPC request's descriptors are each the check it would be alone:
+/// on a leased policy the lease answers them (one batch of a request's
+/// descriptors must not go around the leases), and each is counted once.
+#[test]
+fn grpc_descriptors_are_answered_by_leases_and_counted_once() {
+    let redis = RedisServer::start();
+    let path = temp_dir().join("tollgate.toml");
+    let tables = "[[descriptor]]\ndomain = \"edge\"\nentries = [{ key = \"user\" }]\npolicy = \"leased-window\"\n\n\
+                  [[descriptor]]\ndomain = \"edge\"\nentries = [{ key = \"plan\" }]\npolicy = \"plain\"\n";
+    std::fs::write(&path, format!("{CONFIG}\n{tables}")).unwrap();
+    let s = Service::start(
+        &path,
+        &["--redis", &redis.url(), "--grpc-listen", "127.0.0.1:0"],
+    );
+    let mut received = Tally::new();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let mut client = s.client().await;
+        for _ in 0..60 {
+            let mut request = common::envoy::request("edge", &[("user", "u1")]);
+            request
+                .descriptors
+                .push(common::envoy::descriptor(&[("plan", "p1")]));
+            let answer = client
+                .should_rate_limit(request)
+                .await
+                .unwrap()
+                .into_inner();
+            for (policy, status) in ["leased-window", "plain"].iter().zip(&answer.statuses) {
+                // 1 is OK, 2 OVER_LIMIT in Envoy's `Code`.
+                assert!(status.code == 1 || status.code == 2, "{answer:?}");
+                *received
+                    .entry((policy.to_string(), outcome(status.code == 1)))
+                    .or_default() += 1;
+            }
+        }
+    });
+    let sources = assert_counted_once(&s, &received, "gRPC on redis");
+    assert!(
+        sources.iter().any(|s| s == "leased-window/lease"),
+        "the lease answered none of the gRPC descriptors: {sources:?}"
+    );
+    assert_eq!(received[&("leased-window".into(), "allowed".into())], 40);
+    assert_eq!(received[&("plain".into(), "allowed".into())], 5);
+}
