@@ -49,6 +49,7 @@
 //! keeps a set in Redis, shared by every instance.
 
 mod entry;
+mod filter;
 mod limits;
 mod selector;
 mod table;

@@ -189,3 +189,70 @@ fn many_prefixes_of_a_few_lengths_are_found() {
     );
     assert_eq!(decided_limit(&o, &p, "user00042"), (100, None));
 }
+
+#[test]
+fn the_longest_of_many_nested_prefixes_wins_and_removals_show_the_next() {
+    // More nested prefixes matching one key than a lookup keeps from its
+    // pass over the key (it then probes every length).
+    let p = Policy::fixed_window("api", 100, Duration::from_secs(60)).unwrap();
+    let o = Overrides::new();
+    let key = "abcdefghijklmnopqrstuvwxyz0123456789";
+    for n in 1..=key.len() {
+        o.set(&p, sel(&format!("{}*", &key[..n])), limit(n as u64))
+            .unwrap();
+    }
+    for n in (1..=key.len()).rev() {
+        let want = format!("{}*", &key[..n]);
+        assert_eq!(decided_limit(&o, &p, key), (n as u64, Some(want.clone())));
+        assert!(o.remove("api", &sel(&want)));
+    }
+    assert_eq!(decided_limit(&o, &p, key), (100, None));
+}
+
+#[test]
+fn every_override_of_a_large_table_is_found_and_nothing_else() {
+    // The filter in front of the tables never hides an override, through
+    // growth, replacement and removal; every key is checked against the
+    // selectors one by one.
+    let p = Policy::fixed_window("api", 100, Duration::from_secs(60)).unwrap();
+    let o = Overrides::new();
+    let selectors: Vec<String> = (0..3_000u64)
+        .map(|i| match i % 3 {
+            0 => format!("k{i}"),
+            1 => format!("p{i}*"),
+            _ => format!("q{}_{}*", i % 11, i),
+        })
+        .collect();
+    for (i, s) in selectors.iter().enumerate() {
+        o.set(&p, sel(s), limit(1_000 + i as u64)).unwrap();
+    }
+    for (i, s) in selectors.iter().enumerate().step_by(5) {
+        assert!(o.remove("api", &sel(s)), "{i}: {s}");
+    }
+    let live: Vec<(usize, Selector)> = selectors
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % 5 != 0)
+        .map(|(i, s)| (i, sel(s)))
+        .collect();
+    let keys = (0..3_000u64).flat_map(|i| {
+        [
+            format!("k{i}"),
+            format!("p{}x", i / 7),
+            format!("q{}_{}", i % 11, i),
+            format!("q{}_{}9", i % 11, i),
+            format!("z{i}"),
+        ]
+    });
+    for key in keys {
+        // Exact first, then the longest prefix, as `resolve` promises.
+        let best = live
+            .iter()
+            .filter(|(_, s)| s.matches(key.as_bytes()))
+            .max_by_key(|(_, s)| (!s.is_prefix(), s.bytes().len()));
+        let want = best.map_or((100, None), |(i, s)| {
+            (1_000 + *i as u64, Some(s.to_string()))
+        });
+        assert_eq!(decided_limit(&o, &p, &key), want, "{key}");
+    }
+}
