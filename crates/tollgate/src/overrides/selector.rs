@@ -98,6 +98,10 @@ impl Selector {
         &self.bytes
     }
 
+    pub(super) fn shared_bytes(&self) -> &Arc<[u8]> {
+        &self.bytes
+    }
+
     /// Whether `key` is selected.
     pub fn matches(&self, key: &[u8]) -> bool {
         if self.prefix {

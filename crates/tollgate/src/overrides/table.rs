@@ -1,19 +1,22 @@
 //! One policy's overrides, as lookups read them: exact keys in one hash
-//! table, prefixes in another with the lengths present, and a bit filter
-//! of both (`filter.rs`) asked before either is probed.
+//! map, prefixes in another with the lengths present, and a bit filter
+//! of both (`filter.rs`) asked before either map is probed.
 //!
-//! A lookup hashes the key once for the exact table (foldhash) and once,
-//! incrementally, for every prefix length: one pass over the key's bytes
-//! up to the longest prefix, the hash taken at each length present and
-//! tested against the filter. Only the lengths the filter lets through
-//! are probed (longest first, with the hash already made), so a key that
-//! no override matches costs that pass and a few bit tests, however many
-//! overrides and prefix lengths there are, and nothing is allocated.
+//! The filter's hash of a key's first `len` bytes is cheap at every
+//! length: it folds the key's first 8 bytes, the 8 ending at `len`, and
+//! `len` (bytes in between are left out, which only makes false positives
+//! likelier for selectors that differ only there). A lookup tests the
+//! exact key, then each prefix length present (a few, in practice:
+//! prefixes such as `trial_` or `org-42:` come in a handful of lengths
+//! however many there are), and probes a map (foldhash, the whole
+//! selector) only where the filter lets it through, longest prefix
+//! first. A key that no override matches, most traffic, costs a few
+//! instructions per length and no probe; nothing is allocated.
 
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
-use hashbrown::HashTable;
+use hashbrown::HashMap;
 
 use super::filter::Filter;
 use super::{Override, Selector};
@@ -31,50 +34,77 @@ pub(super) struct Entry {
     pub(super) derived: Option<Algorithm>,
 }
 
-/// Prefix matches a lookup keeps from its pass over the key before
-/// probing; more (nested prefixes all matching) takes the slow path.
-const HITS: usize = 16;
+type Map = HashMap<Arc<[u8]>, Arc<Entry>, foldhash::fast::RandomState>;
 
 /// One policy's overrides.
 #[derive(Debug, Clone)]
 pub(super) struct Table {
-    exact: HashTable<Arc<Entry>>,
-    prefixes: HashTable<Arc<Entry>>,
-    /// The distinct lengths in `prefixes`, shortest first.
+    exact: Map,
+    prefixes: Map,
+    /// The distinct lengths in `prefixes`, longest first.
     lens: Vec<usize>,
+    /// Every selector's [`sketch`], so that most keys probe no map.
     filter: Filter,
-    /// The exact keys' hasher.
-    state: foldhash::fast::RandomState,
-    /// Where the prefixes' incremental hash starts.
+    /// Where every sketch starts (random, per table).
     seed: u64,
 }
 
 impl Default for Table {
     fn default() -> Table {
-        let state = foldhash::fast::RandomState::default();
         Table {
-            exact: HashTable::new(),
-            prefixes: HashTable::new(),
+            exact: Map::default(),
+            prefixes: Map::default(),
             lens: Vec::new(),
             filter: Filter::with_capacity(0),
-            seed: state.hash_one(0x7011_6a7e_u64),
-            state,
+            seed: foldhash::fast::RandomState::default().hash_one(0x7011_6a7e_u64),
         }
     }
 }
 
-/// One byte into the prefixes' incremental hash (FNV-1a's step).
+/// The 8 bytes of `b` at `at` (`at + 8 <= b.len()`), little-endian.
 #[inline(always)]
-fn step(h: u64, byte: u8) -> u64 {
-    (h ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+fn word(b: &[u8], at: usize) -> u64 {
+    let mut w = [0; 8];
+    w.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(w)
 }
 
-/// The incremental hash at one length, mixed so that every bit of it
-/// depends on every byte (a folded multiply).
+/// The first `len` (< 8) bytes of `b`, little-endian, zero-extended.
 #[inline(always)]
-fn finish(h: u64) -> u64 {
-    let m = u128::from(h) * 0x9e37_79b9_7f4a_7c15;
+fn short(b: &[u8], len: usize) -> u64 {
+    if b.len() >= 8 {
+        word(b, 0) & (u64::MAX >> (64 - 8 * len))
+    } else {
+        let mut w = [0; 8];
+        w[..len].copy_from_slice(&b[..len]);
+        u64::from_le_bytes(w)
+    }
+}
+
+/// Folds `a` and `b`: their 128-bit product's halves xored.
+#[inline(always)]
+fn fold(a: u64, b: u64) -> u64 {
+    let m = u128::from(a) * u128::from(b);
     (m as u64) ^ ((m >> 64) as u64)
+}
+
+const PREFIX: u64 = 0xc2b2_ae3d_27d4_eb4f;
+const EXACT: u64 = 0x1656_67b1_9e37_79f9;
+
+/// The filter's hash of `key`'s first `len` bytes (`len <= key.len()`),
+/// `kind` telling a prefix from an exact key: its first 8 bytes, the 8
+/// ending at `len`, and `len`, folded.
+#[inline(always)]
+fn sketch(seed: u64, key: &[u8], len: usize, kind: u64) -> u64 {
+    let (first, last) = if len >= 8 {
+        (word(key, 0), word(key, len - 8))
+    } else {
+        (short(key, len), 0)
+    };
+    fold(
+        first ^ seed,
+        fold(last ^ kind, len as u64 ^ 0x9e37_79b9_7f4a_7c15),
+    )
 }
 
 impl Table {
@@ -83,110 +113,56 @@ impl Table {
     #[inline]
     pub(super) fn lookup(&self, key: &[u8], now_ms: impl Fn() -> u64) -> Option<&Arc<Entry>> {
         let live = |e: &&Arc<Entry>| e.over.expires_at().is_none_or(|at| at > now_ms());
-        if !self.exact.is_empty() {
-            let h = self.state.hash_one(key);
-            if self.filter.has(h)
-                && let Some(e) = self
-                    .exact
-                    .find(h, |e| e.selector.bytes() == key)
-                    .filter(live)
+        if !self.exact.is_empty()
+            && self.filter.has(sketch(self.seed, key, key.len(), EXACT))
+            && let Some(e) = self.exact.get(key).filter(live)
+        {
+            return Some(e);
+        }
+        for &len in &self.lens {
+            if len <= key.len()
+                && self.filter.has(sketch(self.seed, key, len, PREFIX))
+                && let Some(e) = self.prefixes.get(&key[..len]).filter(live)
             {
                 return Some(e);
             }
         }
-        let mut hits = [(0usize, 0u64); HITS];
-        let mut n = 0;
-        let mut h = self.seed;
-        let mut done = 0;
-        for &len in &self.lens {
-            let Some(more) = key.get(done..len) else {
-                break;
-            };
-            h = more.iter().fold(h, |h, &b| step(h, b));
-            done = len;
-            let f = finish(h);
-            if self.filter.has(f) {
-                if n == HITS {
-                    return self.longest_prefix_slow(key, live);
-                }
-                hits[n] = (len, f);
-                n += 1;
-            }
-        }
-        hits[..n].iter().rev().find_map(|&(len, f)| {
-            self.prefixes
-                .find(f, |e| e.selector.bytes() == &key[..len])
-                .filter(live)
-        })
+        None
     }
 
-    /// The longest live prefix of `key`, every length probed.
-    #[cold]
-    fn longest_prefix_slow(
-        &self,
-        key: &[u8],
-        live: impl Fn(&&Arc<Entry>) -> bool,
-    ) -> Option<&Arc<Entry>> {
-        self.lens.iter().rev().find_map(|&len| {
-            let prefix = key.get(..len)?;
-            self.prefixes
-                .find(self.prefix_hash(prefix), |e| e.selector.bytes() == prefix)
-                .filter(&live)
-        })
-    }
-
-    fn prefix_hash(&self, prefix: &[u8]) -> u64 {
-        finish(prefix.iter().fold(self.seed, |h, &b| step(h, b)))
-    }
-
-    /// The hash `selector` is stored under.
-    fn hash(&self, selector: &Selector) -> u64 {
-        if selector.is_prefix() {
-            self.prefix_hash(selector.bytes())
-        } else {
-            self.state.hash_one(selector.bytes())
-        }
+    /// The sketch `selector` is filtered under.
+    fn sketch(&self, selector: &Selector) -> u64 {
+        let (b, kind) = (
+            selector.bytes(),
+            if selector.is_prefix() { PREFIX } else { EXACT },
+        );
+        sketch(self.seed, b, b.len(), kind)
     }
 
     pub(super) fn get(&self, selector: &Selector) -> Option<&Arc<Entry>> {
-        self.map(selector.is_prefix())
-            .find(self.hash(selector), |e| e.selector == *selector)
+        self.map(selector.is_prefix()).get(selector.bytes())
     }
 
-    fn map(&self, prefix: bool) -> &HashTable<Arc<Entry>> {
+    fn map(&self, prefix: bool) -> &Map {
         if prefix { &self.prefixes } else { &self.exact }
     }
 
     pub(super) fn insert(&mut self, entry: Entry) {
-        let h = self.hash(&entry.selector);
-        let entry = Arc::new(entry);
-        let selector = &entry.selector;
-        if selector.is_prefix() {
-            let len = selector.bytes().len();
-            if let Err(at) = self.lens.binary_search(&len) {
-                self.lens.insert(at, len);
+        let key = entry.selector.shared_bytes().clone();
+        if entry.selector.is_prefix() {
+            let len = key.len();
+            if !self.lens.contains(&len) {
+                self.lens.push(len);
+                self.lens.sort_unstable_by(|a, b| b.cmp(a));
             }
         }
-        let (seed, state) = (self.seed, self.state.clone());
-        let rehash = |e: &Arc<Entry>| {
-            let b = e.selector.bytes();
-            if e.selector.is_prefix() {
-                finish(b.iter().fold(seed, |h, &b| step(h, b)))
-            } else {
-                state.hash_one(b)
-            }
-        };
-        let map = if selector.is_prefix() {
+        let h = self.sketch(&entry.selector);
+        let map = if entry.selector.is_prefix() {
             &mut self.prefixes
         } else {
             &mut self.exact
         };
-        match map.find_mut(h, |e| e.selector == entry.selector) {
-            Some(old) => *old = entry,
-            None => {
-                map.insert_unique(h, entry, rehash);
-            }
-        }
+        map.insert(key, Arc::new(entry));
         if self.len() > self.filter.capacity() {
             self.refilter();
         } else {
@@ -195,17 +171,16 @@ impl Table {
     }
 
     pub(super) fn remove(&mut self, selector: &Selector) -> Option<Arc<Entry>> {
-        let h = self.hash(selector);
-        let map = if selector.is_prefix() {
-            &mut self.prefixes
+        let removed = if selector.is_prefix() {
+            let removed = self.prefixes.remove(selector.bytes())?;
+            let len = selector.bytes().len();
+            if !self.prefixes.keys().any(|k| k.len() == len) {
+                self.lens.retain(|&l| l != len);
+            }
+            removed
         } else {
-            &mut self.exact
+            self.exact.remove(selector.bytes())?
         };
-        let (removed, _) = map
-            .find_entry(h, |e| e.selector == *selector)
-            .ok()?
-            .remove();
-        self.relens();
         self.refilter();
         Some(removed)
     }
@@ -215,31 +190,25 @@ impl Table {
     }
 
     pub(super) fn entries(&self) -> impl Iterator<Item = &Arc<Entry>> {
-        self.exact.iter().chain(self.prefixes.iter())
+        self.exact.values().chain(self.prefixes.values())
     }
 
     /// Drops the overrides that ended by `now_ms`: whether any did.
     pub(super) fn purge(&mut self, now_ms: u64) -> bool {
         let before = self.len();
-        self.exact.retain(|e| !e.over.expired_at(now_ms));
-        self.prefixes.retain(|e| !e.over.expired_at(now_ms));
-        self.relens();
+        self.exact.retain(|_, e| !e.over.expired_at(now_ms));
+        self.prefixes.retain(|_, e| !e.over.expired_at(now_ms));
+        let prefixes = &self.prefixes;
+        self.lens.retain(|&l| prefixes.keys().any(|k| k.len() == l));
         self.refilter();
         self.len() != before
-    }
-
-    /// `lens` made again from `prefixes`.
-    fn relens(&mut self) {
-        let prefixes = &self.prefixes;
-        self.lens
-            .retain(|&l| prefixes.iter().any(|e| e.selector.bytes().len() == l));
     }
 
     /// The filter made again from every selector (sized for them).
     fn refilter(&mut self) {
         let mut filter = Filter::with_capacity(self.len() * 2);
         for e in self.entries() {
-            filter.set(self.hash(&e.selector));
+            filter.set(self.sketch(&e.selector));
         }
         self.filter = filter;
     }

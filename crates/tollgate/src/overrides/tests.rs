@@ -192,8 +192,8 @@ fn many_prefixes_of_a_few_lengths_are_found() {
 
 #[test]
 fn the_longest_of_many_nested_prefixes_wins_and_removals_show_the_next() {
-    // More nested prefixes matching one key than a lookup keeps from its
-    // pass over the key (it then probes every length).
+    // A prefix at every length of one key: each passes the filter, the
+    // longest live one decides.
     let p = Policy::fixed_window("api", 100, Duration::from_secs(60)).unwrap();
     let o = Overrides::new();
     let key = "abcdefghijklmnopqrstuvwxyz0123456789";
