@@ -7,10 +7,12 @@
 //! [`Overrides::resolve`]: an exact key's override wins over the longest
 //! matching prefix's, which wins over the policy itself. The lookup
 //! allocates nothing and takes no lock (the set is an immutable snapshot
-//! swapped whole on each change, per policy). It costs a hash probe for
-//! the exact key and one per distinct prefix length, however many
-//! overrides there are (the figures, beside a policy with none, are in
-//! `benches/README.md`).
+//! swapped whole on each change, per policy). A bit filter of the
+//! selectors is asked first, at the key's length and at each distinct
+//! prefix length, so that a key no override matches probes no hash map;
+//! one that matches probes the maps only where the filter lets it, and
+//! neither depends on how many overrides there are (the figures, beside a
+//! policy with none, are in `benches/README.md`).
 //!
 //! ```
 //! use std::time::Duration;
