@@ -110,7 +110,7 @@ fn sketch(seed: u64, key: &[u8], len: usize, kind: u64) -> u64 {
 impl Table {
     /// The override of `key`, unless it has ended by `now_ms` (read only
     /// when a match has an end): an exact one, else the longest prefix.
-    #[inline]
+    #[inline(always)]
     pub(super) fn lookup(&self, key: &[u8], now_ms: impl Fn() -> u64) -> Option<&Arc<Entry>> {
         let live = |e: &&Arc<Entry>| e.over.expires_at().is_none_or(|at| at > now_ms());
         if !self.exact.is_empty()
