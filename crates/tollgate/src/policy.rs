@@ -131,6 +131,7 @@ impl Policy {
 
     /// This policy deciding with `algorithm` (of the same kind, already
     /// validated): an override's or a tier's. Its state is this policy's.
+    #[inline]
     pub(crate) fn derive(&self, algorithm: Algorithm) -> Policy {
         let base_window = match self.algorithm {
             _ if self.base_window[1] != 0 => self.base_window,
