@@ -50,20 +50,11 @@ fn limit(s: &Service, key: &str) -> (u64, Option<String>) {
 
 #[test]
 fn set_get_list_and_rm_against_a_running_service() {
-    let dir = temp_dir();
-    let config = dir.join("tollgate.toml");
+    let config = temp_dir().join("tollgate.toml");
     std::fs::write(&config, CONFIG).unwrap();
-    let config = config.display().to_string();
-    let s = Service::run(
-        &[
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--config",
-            &config,
-            "--token",
-            "d3cision",
-        ],
+    let s = Service::start_env(
+        &config,
+        &["--token", "d3cision"],
         &[("TOLLGATE_ADMIN_TOKEN", "adm1n")],
     );
 

@@ -249,20 +249,11 @@ fn precedence_allow_and_bad_input_in_memory() {
 /// there is a 403 `forbidden`, and neither token is ever answered back.
 #[test]
 fn the_admin_token_guards_overrides_and_keys() {
-    let dir = temp_dir();
-    let config = dir.join("tollgate.toml");
+    let config = temp_dir().join("tollgate.toml");
     std::fs::write(&config, CONFIG.split_once("\n\n").unwrap().1).unwrap();
-    let config = config.display().to_string();
-    let s = Service::run(
-        &[
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--config",
-            &config,
-            "--token",
-            "d3cision",
-        ],
+    let s = Service::start_env(
+        &config,
+        &["--token", "d3cision"],
         &[("TOLLGATE_ADMIN_TOKEN", "adm1n")],
     );
     let with = |method: &str, path: &str, body: &str, token: &str| {

@@ -109,22 +109,18 @@ impl Rejection {
     /// `400` (gRPC `INVALID_ARGUMENT`): the request's key cannot be used
     /// (too long).
     pub(crate) fn bad_key(grpc: bool, reason: &str) -> Rejection {
-        Rejection::new(
-            grpc,
-            &Problem {
-                status: StatusCode::BAD_REQUEST,
-                grpc_code: INVALID_ARGUMENT,
-                type_uri: "about:blank",
-                title: "Bad Request",
-                detail: &format!("the request's rate-limit key is invalid: {reason}"),
-                violated: &[],
-            },
-        )
+        Rejection::bad_request(grpc, "key", reason)
     }
 
     /// `400` (gRPC `INVALID_ARGUMENT`): the request names a tier its
     /// policy does not have.
     pub(crate) fn bad_tier(grpc: bool, reason: &str) -> Rejection {
+        Rejection::bad_request(grpc, "tier", reason)
+    }
+
+    /// `400` (gRPC `INVALID_ARGUMENT`): the request's rate-limit `what`
+    /// is invalid, for `reason`.
+    fn bad_request(grpc: bool, what: &str, reason: &str) -> Rejection {
         Rejection::new(
             grpc,
             &Problem {
@@ -132,7 +128,7 @@ impl Rejection {
                 grpc_code: INVALID_ARGUMENT,
                 type_uri: "about:blank",
                 title: "Bad Request",
-                detail: &format!("the request's rate-limit tier is invalid: {reason}"),
+                detail: &format!("the request's rate-limit {what} is invalid: {reason}"),
                 violated: &[],
             },
         )
