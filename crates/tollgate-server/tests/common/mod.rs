@@ -55,14 +55,44 @@ pub(crate) fn stdout(out: &Output) -> String {
     String::from_utf8(out.stdout.clone()).unwrap()
 }
 
-/// A fresh directory of this test process's under the system's temp dir.
+/// A fresh directory of this test process's: `tollgate-test-PID/N` under
+/// the system's temp dir. A test process cannot remove its own at exit
+/// (a test binary has no exit hook, and services started by a test may
+/// still write there), so the first call removes the directories of test
+/// processes that have ended, and the temp dir holds at most those of the
+/// ones running.
 pub(crate) fn temp_dir() -> PathBuf {
     static NEXT: AtomicU32 = AtomicU32::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "tollgate-test-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    SWEPT.call_once(remove_ended_processes_dirs);
+    let dir = std::env::temp_dir()
+        .join(format!("tollgate-test-{}", std::process::id()))
+        .join(NEXT.fetch_add(1, Ordering::Relaxed).to_string());
     std::fs::create_dir_all(&dir).unwrap();
     dir
+}
+
+/// Removes `tollgate-test-PID` directories whose process is gone (on
+/// Linux, where `/proc/PID` says so; elsewhere nothing is removed).
+fn remove_ended_processes_dirs() {
+    if !cfg!(target_os = "linux") {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("tollgate-test-"))
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            // Another test process may sweep the same directory at once.
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
