@@ -119,8 +119,9 @@ fn flooded_policies() -> Vec<Policy> {
 /// longest local denial or window; for a sliding window or a bucket, two
 /// takes per instance per pace (a short take is followed by the next
 /// no sooner than the pace, and a take granted in full by at most one
-/// short one), and a sliding window's one more per window (just before
-/// it turns). Plus the first batches, and the sweep's refunds.
+/// short one), and a sliding window's one an interval over the last five
+/// intervals of each window (its last stretch). Plus the first batches,
+/// and the sweep's refunds.
 fn call_bound(policy: &Policy, run: Duration) -> u64 {
     let instances = 3;
     let run = run.as_micros() as u64;
@@ -132,7 +133,7 @@ fn call_bound(policy: &Policy, run: Duration) -> u64 {
             windows * (2 * halvings + 2)
         }
         Algorithm::SlidingWindow(a) => {
-            2 * (run / (5 * interval) + 1) + run / a.window_micros() + 1 + 16
+            2 * (run / (5 * interval) + 1) + 5 * (run / a.window_micros() + 1) + 16
         }
         Algorithm::TokenBucket(a) => bucket_calls(a.rate(), a.burst(), run, interval),
         Algorithm::Gcra(a) => bucket_calls(a.rate(), a.burst(), run, interval),

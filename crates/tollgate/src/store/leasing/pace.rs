@@ -63,18 +63,21 @@ pub(super) fn bucket_pace(policy: &Policy, interval: u64, cost: u64) -> Option<B
 }
 
 /// A sliding window's local denial (µs after its take) of `wait`, which
-/// the store's `retry` allowed, ending half an `interval` before the
-/// window `turn`s when it would last past that: what the window regains
-/// up to its end counts in it only if taken by then (what is left is the
-/// next window's allowance, and that window's count is its limit less
-/// what is left untaken at its own end).
+/// the store's `retry` allowed, ending early when it would last into the
+/// window's last stretch: at the first of the times half an interval
+/// before the window `turn`s, then one, two, ... up to
+/// [`SATURATED_INTERVALS`] − 1 intervals before that, that lies between
+/// them. What the window regains up to its end counts in it only if taken
+/// and spent by then (what is left is the next window's allowance), and a
+/// take this close to the turn can ask only for what this instance admits
+/// before it (see take.rs): so the last stretch is taken from every
+/// interval, and the last take leaves half an interval's regain untaken.
 pub(super) fn before_turn(wait: u64, retry: u64, turn: u64, interval: u64) -> u64 {
-    let early = turn.saturating_sub(interval / 2);
-    if retry < early && early < wait {
-        early
-    } else {
-        wait
-    }
+    (0..SATURATED_INTERVALS)
+        .filter_map(|j| turn.checked_sub(interval / 2 + j * interval))
+        .filter(|&at| retry < at && at < wait)
+        .min()
+        .unwrap_or(wait)
 }
 
 /// The store's own `retry_after` (µs) in a take's answer `d` (0 when it
@@ -181,8 +184,16 @@ mod tests {
     #[test]
     fn a_sliding_windows_denial_ends_just_before_it_turns() {
         // A pace of 100 ms, the window turning in 60 ms, 20 ms intervals:
-        // the next take comes 10 ms before the turn.
-        assert_eq!(before_turn(100_000, 0, 60_000, 20_000), 50_000);
+        // the next take comes 50 ms before the turn, then 30 and 10.
+        assert_eq!(before_turn(100_000, 0, 60_000, 20_000), 10_000);
+        assert_eq!(before_turn(100_000, 0, 50_000, 20_000), 20_000);
+        assert_eq!(before_turn(100_000, 0, 30_000, 20_000), 20_000);
+        assert_eq!(before_turn(100_000, 0, 10_000, 20_000), 100_000);
+        // The turn 150 ms away: the pace would pass 90 ms before it; the
+        // last stretch starts 90 ms before.
+        assert_eq!(before_turn(100_000, 0, 150_000, 20_000), 60_000);
+        // The store's retry first: the first of them after it.
+        assert_eq!(before_turn(100_000, 25_000, 60_000, 20_000), 30_000);
         // The turn after the pace: the pace.
         assert_eq!(before_turn(100_000, 0, 500_000, 20_000), 100_000);
         // Nothing left before the turn (the store's retry is past it), or

@@ -71,12 +71,13 @@ impl LeasingStore {
             (None, true) => SATURATED_INTERVALS * interval,
             (None, false) => interval,
         };
+        // A bucket's batch is sized for half its life, so that it is spent
+        // before it lapses.
+        let span = full_hold.map_or(interval, |h| h / 2);
         let size = batch_size(
             taken.units.saturating_sub(slot.units()) + slot.take_denied(),
             now.saturating_sub(taken.at),
-            // A bucket's batch is sized for half its life, so that it is
-            // spent before it lapses.
-            full_hold.map_or(interval, |h| h / 2),
+            window.map_or(span, |_| window_span(span, slot.until(), now)),
             slot.remaining(),
             self.inner.instances,
             cost,
@@ -141,8 +142,9 @@ impl LeasingStore {
         taken.short = d.granted < ask;
         let retry = match (taken.short, window) {
             (false, _) => 0,
-            // A sliding window's last take before it turns comes just
-            // before, so that little of what it regained is left untaken.
+            // A sliding window's last stretch before it turns is taken
+            // from every interval, the last take just before the turn, so
+            // that little of what it regained is left untaken.
             (true, Some(w)) if w > 0 => {
                 let wait = local_wait(window, &d, pace);
                 let turn = batch.until.saturating_sub(sent);
@@ -186,6 +188,19 @@ fn regains(policy: &Policy, span: u64) -> u64 {
     (u128::from(span) * u128::from(rate.units_per_micro) / u128::from(rate.units_per_token)) as u64
 }
 
+/// The span (µs) a window's batch taken at `now` is sized for: `span`,
+/// but no more than what is left of the window when the last batch's
+/// (`until`) has not ended, since what is held when it ends lapses,
+/// counted in the window and never admitted. The take just before a
+/// saturated window turns then asks for what this instance can spend by
+/// the turn, and leaves the rest to the others' last takes.
+pub(super) fn window_span(span: u64, until: u64, now: u64) -> u64 {
+    match until.checked_sub(now) {
+        Some(left) if left > 0 => span.min(left),
+        _ => span,
+    }
+}
+
 /// A window's length in µs (0 for a fixed window, whose state resets when
 /// the window ends); `None` for a bucket.
 fn window_micros(policy: &Policy) -> Option<u64> {
@@ -204,7 +219,7 @@ fn window_micros(policy: &Policy) -> Option<u64> {
 mod tests {
     use std::time::Duration;
 
-    use super::{batch_size, regains};
+    use super::{batch_size, regains, window_span};
     use crate::Policy;
 
     #[test]
@@ -222,6 +237,28 @@ mod tests {
         assert_eq!(batch_size(500, 10_000, 20_000, 0, 3, 1, 300), 200);
         // ...but never more than this instance was asked for.
         assert_eq!(batch_size(50, 10_000, 20_000, 0, 3, 1, 300), 100);
+    }
+
+    #[test]
+    fn a_windows_batch_is_sized_for_no_more_than_what_is_left_of_it() {
+        // 20 ms intervals; the last batch ends (its window turns) at 1 s.
+        assert_eq!(window_span(20_000, 1_000_000, 500_000), 20_000);
+        assert_eq!(window_span(20_000, 1_000_000, 990_000), 10_000);
+        assert_eq!(window_span(20_000, 1_000_000, 999_999), 1);
+        // Ended (the window turned since) or never taken: the whole span.
+        assert_eq!(window_span(20_000, 1_000_000, 1_000_000), 20_000);
+        assert_eq!(window_span(20_000, 0, 5_000), 20_000);
+        // A flooded sliding window at 5x its limit of 3,000 a second: an
+        // instance asked for 500 units in 100 ms (its third), and takes
+        // again 10 ms before the turn: 50 units, what it admits by then,
+        // where a batch sized for an interval would leave 50 to lapse.
+        let span = window_span(20_000, 1_000_000, 990_000);
+        let regain = regains(
+            &Policy::sliding_window("sw", 3_000, Duration::from_secs(1)).unwrap(),
+            100_000,
+        );
+        assert_eq!(batch_size(500, 100_000, span, 0, 3, 1, regain), 50);
+        assert_eq!(batch_size(500, 100_000, 20_000, 0, 3, 1, regain), 100);
     }
 
     #[test]
