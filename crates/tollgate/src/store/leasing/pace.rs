@@ -64,10 +64,9 @@ pub(super) fn bucket_pace(policy: &Policy, interval: u64, cost: u64) -> Option<B
 
 /// A sliding window's local denial (µs after its take) of `wait`, which
 /// the store's `retry` allowed, ending early when it would last into the
-/// window's last stretch: at the first of the times half an interval
-/// before the window `turn`s, then one, two, ... up to
-/// [`SATURATED_INTERVALS`] − 1 intervals before that, that lies between
-/// them. What the window regains up to its end counts in it only if taken
+/// window's last stretch: at the earliest of the times ½, 1½, ...,
+/// [`SATURATED_INTERVALS`] − ½ intervals before the window `turn`s that
+/// lies after `retry` and before `wait`. What the window regains up to its end counts in it only if taken
 /// and spent by then (what is left is the next window's allowance), and a
 /// take this close to the turn can ask only for what this instance admits
 /// before it (see take.rs): so the last stretch is taken from every
