@@ -26,52 +26,47 @@ use std::time::Duration;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::RateLimitOverride;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
-use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
-    RateLimitService, RateLimitServiceServer,
-};
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use envoy_types::pb::envoy::r#type::v3::RateLimitUnit;
+use http::HeaderMap;
 use tollgate::{Decision, Policy};
 use tollgate_tower::headers::RateLimitHeaders;
-use tonic::codegen::InterceptedService;
-use tonic::{Request, Response, Status};
+use tonic::Status;
 use tonic_health::pb::health_server::{Health, HealthServer};
 
 use crate::config::PolicySet;
 use crate::error::{self, ServiceError};
-use crate::grpc_decode::{DecodeStatus, Decoded};
 use crate::grpc_token::Bearer;
+use crate::grpc_unary::{self, Answer, Rls};
 use crate::rls_answer::{DAY, descriptor_status, envoy_headers};
 use crate::state::AppState;
 use crate::{decide, descriptor};
 
 /// The gRPC service over the shared state.
 #[derive(Debug, Clone)]
-pub(crate) struct Rls {
+pub(crate) struct Native {
     state: Arc<AppState>,
+    /// `--token`, checked first (see `grpc_token`).
+    bearer: Bearer,
 }
 
-/// The service as it is served: `--token` checked first (see
-/// `grpc_token`), undecodable messages answered `INVALID_ARGUMENT` (see
-/// `grpc_decode`).
-pub(crate) type Served = InterceptedService<DecodeStatus<RateLimitServiceServer<Rls>>, Bearer>;
+/// The service as it is served (see `grpc_unary`).
+pub(crate) type Served = Rls<Native>;
 
 pub(crate) fn service(state: Arc<AppState>) -> Served {
     let bearer = Bearer::new(state.tokens.clone());
-    InterceptedService::new(
-        DecodeStatus::new(RateLimitServiceServer::new(Rls { state })),
-        bearer,
-    )
+    Rls(Native { state, bearer })
 }
 
 /// `grpc.health.v1.Health`, open whatever the token: `SERVING` for the
 /// server (`""`) and for the rate limit service by its full name.
 pub(crate) async fn health() -> HealthServer<impl Health> {
     let (reporter, service) = tonic_health::server::health_reporter();
-    reporter.set_serving::<RateLimitServiceServer<Rls>>().await;
-    reporter
-        .set_service_status("", tonic_health::ServingStatus::Serving)
-        .await;
+    for name in ["", grpc_unary::SERVICE] {
+        reporter
+            .set_service_status(name, tonic_health::ServingStatus::Serving)
+            .await;
+    }
     service
 }
 
@@ -136,15 +131,14 @@ fn status(e: ServiceError) -> Status {
     }
 }
 
-#[tonic::async_trait]
-impl RateLimitService for Rls {
-    async fn should_rate_limit(
-        &self,
-        request: Request<RateLimitRequest>,
-    ) -> Result<Response<RateLimitResponse>, Status> {
-        Decoded::mark(&request);
+impl Answer for Native {
+    fn admit(&self, headers: &HeaderMap) -> Result<(), Status> {
+        self.bearer.check(headers)
+    }
+
+    async fn answer(&self, request: RateLimitRequest) -> Result<RateLimitResponse, Status> {
         let started = std::time::Instant::now();
-        let result = self.decide(request.into_inner()).await;
+        let result = self.decide(request).await;
         // The handles of the common case are resolved once (on first use,
         // so `/metrics` shows the same series as when each request looked
         // them up); an error's code by name.
@@ -170,11 +164,11 @@ impl RateLimitService for Rls {
                 metrics::histogram!("tollgate_grpc_request_duration_seconds", "method" => "ShouldRateLimit")
             })
             .record(started.elapsed().as_secs_f64());
-        result.map(Response::new)
+        result
     }
 }
 
-impl Rls {
+impl Native {
     async fn decide(&self, request: RateLimitRequest) -> Result<RateLimitResponse, Status> {
         if request.domain.is_empty() {
             return Err(Status::invalid_argument("`domain` must not be empty"));

@@ -17,9 +17,9 @@ mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 mod grpc;
-mod grpc_decode;
 mod grpc_tls;
 mod grpc_token;
+mod grpc_unary;
 mod http;
 mod json_value;
 mod listen;

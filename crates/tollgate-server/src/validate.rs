@@ -27,16 +27,19 @@ pub(crate) struct ValidateArgs {
     erl_extensions: bool,
 }
 
-/// The gRPC server `serve` starts for `config`: with TLS when the config
-/// asks for it, its files read and checked now. `validate` runs the same
-/// checks, so that it cannot pass what `serve` refuses.
-pub(crate) fn grpc_server(config: &config::Config) -> Result<Server, String> {
-    match config.server.grpc_tls()? {
-        None => Ok(Server::builder()),
-        Some(tls) => tls
-            .apply(Server::builder())
-            .map_err(|e| format!("gRPC TLS: {e}")),
-    }
+/// tonic's server with the TLS `config` asks for, its files read and
+/// checked now; `None` without TLS (the gRPC listener then serves plain
+/// HTTP/2 itself, see `listen/grpc.rs`). `validate` runs the same checks,
+/// so that it cannot pass what `serve` refuses.
+pub(crate) fn grpc_server(config: &config::Config) -> Result<Option<Server>, String> {
+    config
+        .server
+        .grpc_tls()?
+        .map(|tls| {
+            tls.apply(Server::builder())
+                .map_err(|e| format!("gRPC TLS: {e}"))
+        })
+        .transpose()
 }
 
 /// A config file as `serve` reads it: parsed, and what `serve` checks

@@ -6,7 +6,6 @@
 
 mod common;
 
-use bytes::{Bytes, BytesMut};
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::RateLimitOverride;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
@@ -16,19 +15,11 @@ use prost::Message;
 use tollgate_testkit::RedisServer;
 use tonic::transport::Channel;
 
-use common::envoy::request;
+use common::envoy::{ERL_CONFIG, request};
+use common::h2::{frame, framed, raw_call};
 use common::service::{Service, temp_dir};
 
 const CONFIG: &str = include_str!("common/grpc.toml");
-
-const ERL_CONFIG: &str = "
-domain: edge
-descriptors:
-  - key: remote_address
-    rate_limit: {unit: minute, requests_per_unit: 3}
-";
-
-const PATH: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
 
 /// `tollgate serve` in its own mode, gRPC on, with `args`.
 fn native(args: &[&str]) -> Service {
@@ -44,51 +35,6 @@ fn erl(env: &[(&str, &str)]) -> Service {
     let path = temp_dir().join("edge.yaml");
     std::fs::write(&path, ERL_CONFIG).unwrap();
     Service::erl(&path, env)
-}
-
-/// `message` as one gRPC frame: the compressed flag, the length, the bytes.
-fn frame(compressed: bool, message: &[u8]) -> Vec<u8> {
-    let mut out = vec![u8::from(compressed)];
-    out.extend_from_slice(&(message.len() as u32).to_be_bytes());
-    out.extend_from_slice(message);
-    out
-}
-
-/// One `ShouldRateLimit` call whose body is `body`, byte for byte, on a
-/// fresh HTTP/2 connection, with `headers` added; its `grpc-status` and
-/// `grpc-message` (from the headers of a trailers-only answer, or from
-/// the trailers).
-async fn raw_call(addr: &str, body: Vec<u8>, headers: &[(&str, &str)]) -> (String, String) {
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (mut h2, connection) = h2::client::handshake(tcp).await.unwrap();
-    tokio::spawn(connection);
-    let mut call = http::Request::post(format!("http://{addr}{PATH}"))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers");
-    for (name, value) in headers {
-        call = call.header(*name, *value);
-    }
-    let (answer, mut send) = h2.send_request(call.body(()).unwrap(), false).unwrap();
-    send.send_data(Bytes::from(body), true).unwrap();
-    let (parts, mut body) = answer.await.unwrap().into_parts();
-    let status_of = |h: &http::HeaderMap| {
-        let get = |name| {
-            h.get(name)
-                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-        };
-        get("grpc-status").map(|s| (s, get("grpc-message").unwrap_or_default()))
-    };
-    if let Some(status) = status_of(&parts.headers) {
-        return status;
-    }
-    let mut data = BytesMut::new();
-    while let Some(chunk) = body.data().await {
-        let chunk = chunk.unwrap();
-        let _ = body.flow_control().release_capacity(chunk.len());
-        data.extend_from_slice(&chunk);
-    }
-    let trailers = body.trailers().await.unwrap().unwrap_or_default();
-    status_of(&trailers).expect("a grpc-status in the trailers")
 }
 
 /// Request bodies that no `RateLimitRequest` decodes from, each with
@@ -133,10 +79,7 @@ async fn undecodable_messages_are_invalid_argument_in_both_modes() {
             assert!(!message.is_empty(), "{what}");
         }
         // A valid message framed by hand is answered.
-        let valid = frame(
-            false,
-            &request("edge", &[("remote_address", "10.0.0.9")]).encode_to_vec(),
-        );
+        let valid = framed("10.0.0.9");
         assert_eq!(raw_call(addr, valid, &[]).await.0, "0");
     }
 }

@@ -4,20 +4,17 @@
 //! message, as ERL's Go error does; counters that cannot be reached (Redis
 //! down) are `UNAVAILABLE`, so that Envoy and its operators tell an outage
 //! from a bad request; an undecodable message is `INVALID_ARGUMENT`
-//! (`crate::grpc_decode`). ERL has no token, and neither has this mode
+//! (`crate::grpc_unary`). ERL has no token, and neither has this mode
 //! (`--token` is refused at start).
 
 use std::sync::Arc;
 
-use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
-    RateLimitService, RateLimitServiceServer,
-};
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use tonic::{Request, Response, Status};
+use tonic::Status;
 
 use super::settings::CallError;
 use super::state::ErlState;
-use crate::grpc_decode::{DecodeStatus, Decoded};
+use crate::grpc_unary::{Answer, Rls};
 
 /// The service over ERL mode's state.
 #[derive(Debug, Clone)]
@@ -25,12 +22,11 @@ pub(crate) struct ErlRls {
     state: Arc<ErlState>,
 }
 
-/// The service as it is served: undecodable messages answered
-/// `INVALID_ARGUMENT`.
-pub(crate) type Served = DecodeStatus<RateLimitServiceServer<ErlRls>>;
+/// The service as it is served (see `grpc_unary`).
+pub(crate) type Served = Rls<ErlRls>;
 
 pub(crate) fn service(state: Arc<ErlState>) -> Served {
-    DecodeStatus::new(RateLimitServiceServer::new(ErlRls { state }))
+    Rls(ErlRls { state })
 }
 
 /// The gRPC status of a call that has no answer.
@@ -41,19 +37,11 @@ fn status(e: &CallError) -> Status {
     }
 }
 
-#[tonic::async_trait]
-impl RateLimitService for ErlRls {
-    async fn should_rate_limit(
-        &self,
-        request: Request<RateLimitRequest>,
-    ) -> Result<Response<RateLimitResponse>, Status> {
-        Decoded::mark(&request);
-        match self.state.call(request.get_ref()).await {
-            Ok(response) => Ok(Response::new(response)),
-            Err(e) => {
-                tracing::warn!("ShouldRateLimit: {e}");
-                Err(status(&e))
-            }
-        }
+impl Answer for ErlRls {
+    async fn answer(&self, request: RateLimitRequest) -> Result<RateLimitResponse, Status> {
+        self.state.call(&request).await.map_err(|e| {
+            tracing::warn!("ShouldRateLimit: {e}");
+            status(&e)
+        })
     }
 }

@@ -28,6 +28,7 @@ use super::reload::{Seen, Source};
 use super::state::ErlState;
 use crate::config::{Config, ConnectionLimits, HeaderStyle};
 use crate::grpc_tls::GrpcTls;
+use crate::listen::grpc::Grpc;
 use crate::listen::listener::Listener;
 use crate::listen::{Stopping, finish, serving};
 
@@ -182,15 +183,15 @@ fn start(start: Start) -> i32 {
 
 async fn serve(start: Start) -> i32 {
     // TLS files are checked before anything starts.
-    let mut builder = tonic::transport::Server::builder();
-    if let Some(tls) = start
+    let mut tls = None;
+    if let Some(files) = start
         .flags
         .grpc_tls
         .as_ref()
         .or(start.env.grpc_tls.as_ref())
     {
-        match tls.apply(builder) {
-            Ok(with_tls) => builder = with_tls,
+        match files.apply(tonic::transport::Server::builder()) {
+            Ok(with_tls) => tls = Some(with_tls),
             Err(e) => {
                 eprintln!("error: gRPC TLS: {e}");
                 return 2;
@@ -240,7 +241,7 @@ async fn serve(start: Start) -> i32 {
         }
         Origin::Xds(xds) => tokio::spawn(super::xds::run(state.clone(), *xds)),
     };
-    serve_both(state, builder, limits, http, grpc).await
+    serve_both(state, tls, limits, http, grpc).await
 }
 
 /// The HTTP and gRPC listeners, or the exit code when one cannot bind.
@@ -331,7 +332,7 @@ fn announce(
 /// endpoints, until one signal stops both.
 async fn serve_both(
     state: Arc<ErlState>,
-    builder: tonic::transport::Server,
+    tls: Option<tonic::transport::Server>,
     limits: ConnectionLimits,
     http: Listener,
     grpc: Listener,
@@ -344,22 +345,16 @@ async fn serve_both(
             .await;
     }
     let grpc_task = {
-        let service = super::grpc::service(state.clone());
-        let until = stopping.clone().stopped();
-        let mut builder = serving::grpc_limits(builder, &limits);
-        tokio::spawn(async move {
-            builder
-                .add_service(health_service)
-                .add_service(service)
-                .serve_with_incoming_shutdown(grpc, until)
-                .await
-        })
+        let server = Grpc {
+            rls: super::grpc::service(state.clone()),
+            health: health_service,
+            tls,
+            limits,
+        };
+        tokio::spawn(server.serve(grpc, stopping.clone().stopped()))
     };
     let http_result =
         serving::serve_http(http, super::http::router(state), limits, stopping.stopped()).await;
-    let grpc_result = match grpc_task.await {
-        Ok(r) => r.map_err(|e| e.to_string()),
-        Err(e) => Err(e.to_string()),
-    };
+    let grpc_result = grpc_task.await.unwrap_or_else(|e| Err(e.to_string()));
     finish(http_result, grpc_result)
 }

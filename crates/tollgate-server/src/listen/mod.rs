@@ -1,6 +1,6 @@
 //! The plumbing both services share, native (`serve/`) and ERL mode
 //! (`erl/serve.rs`): the connection-capped [`listener`], [`serving`] the
-//! HTTP API and gRPC on it, the stop signal both servers wait on, and the
+//! HTTP API and [`grpc`] on it, the stop signal both servers wait on, and the
 //! exit code once they have stopped. A leaf: it imports neither `serve/`
 //! nor `erl/`, so that `serve/` can dispatch to ERL mode without ERL mode
 //! importing anything back.
@@ -8,6 +8,7 @@
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 
+pub(crate) mod grpc;
 pub(crate) mod listener;
 pub(crate) mod serving;
 

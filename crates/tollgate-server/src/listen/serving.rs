@@ -1,7 +1,7 @@
 //! Serving on a [`Listener`]: the HTTP API's connections through hyper,
 //! with the `[server]` limits set where hyper has them (the HTTP/1 head's
-//! timeout, the HTTP/2 keepalive) and a deadline on every request body;
-//! and the same limits on tonic's builder for the gRPC listener.
+//! timeout, the HTTP/2 keepalive) and a deadline on every request body.
+//! The gRPC listener's server is `grpc.rs`.
 
 use std::future::Future;
 
@@ -11,18 +11,18 @@ use futures_util::StreamExt;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::server::graceful::{GracefulConnection, GracefulShutdown};
 use hyper_util::service::TowerToHyperService;
 use tower::ServiceExt;
 
-use super::listener::Listener;
+use super::listener::{Connection, Listener};
 use crate::config::ConnectionLimits;
 use crate::http::{MAX_HEAD, TimedBody};
 
 /// Serves `app` on `listener` until `stop` completes, then stops accepting
 /// and waits for the requests in flight.
 pub(crate) async fn serve_http(
-    mut listener: Listener,
+    listener: Listener,
     app: Router,
     limits: ConnectionLimits,
     stop: impl Future<Output = ()>,
@@ -42,8 +42,33 @@ pub(crate) async fn serve_http(
         .keep_alive_interval(limits.http2_keepalive_interval)
         .keep_alive_timeout(limits.http2_keepalive_timeout)
         .max_header_list_size(MAX_HEAD.bytes as u32);
-    let graceful = GracefulShutdown::new();
     let body_timeout = limits.body_timeout;
+    accept(listener, stop, move |io| {
+        let app = app
+            .clone()
+            .map_request(move |request: http::Request<Incoming>| {
+                request.map(|body| Body::new(TimedBody::new(body, body_timeout)))
+            });
+        builder
+            .serve_connection(io, TowerToHyperService::new(app))
+            .into_owned()
+    })
+    .await;
+    Ok(())
+}
+
+/// Accepts on `listener` until `stop` completes, each connection served
+/// on its own task by what `serve` makes of it; then stops accepting and
+/// waits for the connections to finish what is in flight.
+pub(crate) async fn accept<C>(
+    mut listener: Listener,
+    stop: impl Future<Output = ()>,
+    mut serve: impl FnMut(TokioIo<Connection>) -> C,
+) where
+    C: GracefulConnection + Send + 'static,
+    C::Error: Send,
+{
+    let graceful = GracefulShutdown::new();
     tokio::pin!(stop);
     loop {
         let connection = tokio::select! {
@@ -54,15 +79,7 @@ pub(crate) async fn serve_http(
             },
             () = &mut stop => break,
         };
-        let app = app
-            .clone()
-            .map_request(move |request: http::Request<Incoming>| {
-                request.map(|body| Body::new(TimedBody::new(body, body_timeout)))
-            });
-        let serving = builder
-            .serve_connection(TokioIo::new(connection), TowerToHyperService::new(app))
-            .into_owned();
-        let serving = graceful.watch(serving);
+        let serving = graceful.watch(serve(TokioIo::new(connection)));
         tokio::spawn(async move {
             // A connection's end (closed, timed out, malformed) is the
             // client's business; hyper has answered what it could.
@@ -71,17 +88,4 @@ pub(crate) async fn serve_http(
     }
     drop(listener);
     graceful.shutdown().await;
-    Ok(())
-}
-
-/// tonic's builder with the limits that apply to a gRPC server: the
-/// HTTP/2 keepalive, and `body_timeout` as the most a call may take.
-pub(crate) fn grpc_limits(
-    builder: tonic::transport::Server,
-    limits: &ConnectionLimits,
-) -> tonic::transport::Server {
-    builder
-        .http2_keepalive_interval(Some(limits.http2_keepalive_interval))
-        .http2_keepalive_timeout(Some(limits.http2_keepalive_timeout))
-        .timeout(limits.body_timeout)
 }

@@ -14,6 +14,7 @@ use super::reload::reload_on_change;
 use super::sync;
 use crate::config::Config;
 use crate::http::router;
+use crate::listen::grpc::Grpc;
 use crate::listen::listener::Listener;
 use crate::listen::{Stopping, finish, serving};
 use crate::state::AppState;
@@ -28,8 +29,8 @@ pub(super) async fn serve(
 ) -> i32 {
     // TLS files are checked before anything starts, as `validate` checks
     // them.
-    let grpc_builder = match crate::validate::grpc_server(&config) {
-        Ok(builder) => builder,
+    let tls = match crate::validate::grpc_server(&config) {
+        Ok(tls) => tls,
         Err(e) => {
             eprintln!("error: {e}");
             return 2;
@@ -94,24 +95,22 @@ pub(super) async fn serve(
     // One signal stops both servers.
     let stopping = Stopping::on_signal();
     let grpc_server = grpc.map(|incoming| {
-        let service = crate::grpc::service(state.clone());
+        let rls = crate::grpc::service(state.clone());
         let until = stopping.clone().stopped();
-        let mut builder = serving::grpc_limits(grpc_builder, &limits);
         tokio::spawn(async move {
-            builder
-                .add_service(crate::grpc::health().await)
-                .add_service(service)
-                .serve_with_incoming_shutdown(incoming, until)
-                .await
+            let grpc = Grpc {
+                rls,
+                health: crate::grpc::health().await,
+                tls,
+                limits,
+            };
+            grpc.serve(incoming, until).await
         })
     });
     let app = router(state);
     let http = serving::serve_http(listener, app, limits, stopping.stopped()).await;
     let grpc = match grpc_server {
-        Some(task) => match task.await {
-            Ok(result) => result.map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
-        },
+        Some(task) => task.await.unwrap_or_else(|e| Err(e.to_string())),
         None => Ok(()),
     };
     finish(http, grpc)

@@ -1,12 +1,14 @@
 //! What the test files share: the binary without the environment's
 //! `TOLLGATE_*` variables, `simulate` run from the repository's root,
 //! a running service (`service.rs`) and its HTTP answers (`reply.rs`),
-//! Envoy's request messages (`envoy.rs`),
+//! Envoy's request messages (`envoy.rs`), gRPC calls framed by hand
+//! (`h2.rs`),
 //! test certificates (`tls.rs`).
 
 #![allow(dead_code)] // each test file uses its own part
 
 pub(crate) mod envoy;
+pub(crate) mod h2;
 pub(crate) mod regions;
 pub(crate) mod reply;
 pub(crate) mod service;
