@@ -1,8 +1,8 @@
-//! Property tests of the rate limit gRPC API as tonic serves it: arbitrary
+//! Property tests of the rate limit gRPC API as it is served: arbitrary
 //! bytes, and valid `RateLimitRequest`s encoded then mutated (a byte
 //! flipped, the message cut, a byte put in), each sent as a request's body
-//! through the whole service stack in-process (tonic's decoding, the
-//! `grpc_decode` wrapper, the handler, the memory store). Whatever comes
+//! through the whole service in-process (`grpc_unary`'s reading and
+//! decoding, the handler, the memory store). Whatever comes
 //! in, the service never panics and answers a status its docs name; an
 //! `OK` answer holds one status per descriptor. Here for tollgate's own
 //! mode; `erl/tests/fuzz.rs` runs the same inputs in ERL mode.
