@@ -1,6 +1,11 @@
 //! One policy's overrides, as lookups read them: exact keys in one hash
-//! map, prefixes in another with the lengths present, and a bit filter
-//! of both (`filter.rs`) asked before either map is probed.
+//! map, prefixes in another with the lengths present, and bit filters
+//! (`filter.rs`) asked before either map is probed.
+//!
+//! Every key an override matches starts with that selector's first
+//! `lead` bytes, `lead` being the shortest selector's length; a first
+//! filter of those leads turns away most keys that match nothing (most
+//! traffic) with one test, whatever the number of prefix lengths.
 //!
 //! The filter's hash of a key's first `len` bytes is cheap at every
 //! length: it folds the key's first 8 bytes, the 8 ending at `len`, and
@@ -45,6 +50,11 @@ pub(super) struct Table {
     lens: Vec<usize>,
     /// Every selector's [`sketch`], so that most keys probe no map.
     filter: Filter,
+    /// The shortest selector's length (`usize::MAX` for none).
+    lead: usize,
+    /// The sketch of every selector's first `lead` bytes: a key whose
+    /// first `lead` bytes are not there matches nothing.
+    leads: Filter,
     /// Where every sketch starts (random, per table).
     seed: u64,
 }
@@ -56,6 +66,8 @@ impl Default for Table {
             prefixes: Map::default(),
             lens: Vec::new(),
             filter: Filter::with_capacity(0),
+            lead: usize::MAX,
+            leads: Filter::with_capacity(0),
             seed: foldhash::fast::RandomState::default().hash_one(0x7011_6a7e_u64),
         }
     }
@@ -90,6 +102,7 @@ fn fold(a: u64, b: u64) -> u64 {
 
 const PREFIX: u64 = 0xc2b2_ae3d_27d4_eb4f;
 const EXACT: u64 = 0x1656_67b1_9e37_79f9;
+const LEAD: u64 = 0x27d4_eb2f_1656_67c5;
 
 /// The filter's hash of `key`'s first `len` bytes (`len <= key.len()`),
 /// `kind` telling a prefix from an exact key: its first 8 bytes, the 8
@@ -112,6 +125,9 @@ impl Table {
     /// when a match has an end): an exact one, else the longest prefix.
     #[inline(always)]
     pub(super) fn lookup(&self, key: &[u8], now_ms: impl Fn() -> u64) -> Option<&Arc<Entry>> {
+        if key.len() < self.lead || !self.leads.has(sketch(self.seed, key, self.lead, LEAD)) {
+            return None;
+        }
         let live = |e: &&Arc<Entry>| e.over.expires_at().is_none_or(|at| at > now_ms());
         if !self.exact.is_empty()
             && self.filter.has(sketch(self.seed, key, key.len(), EXACT))
@@ -149,24 +165,26 @@ impl Table {
 
     pub(super) fn insert(&mut self, entry: Entry) {
         let key = entry.selector.shared_bytes().clone();
-        if entry.selector.is_prefix() {
-            let len = key.len();
-            if !self.lens.contains(&len) {
-                self.lens.push(len);
-                self.lens.sort_unstable_by(|a, b| b.cmp(a));
-            }
+        let len = key.len();
+        if entry.selector.is_prefix() && !self.lens.contains(&len) {
+            self.lens.push(len);
+            self.lens.sort_unstable_by(|a, b| b.cmp(a));
         }
         let h = self.sketch(&entry.selector);
+        // A selector shorter than the lead changes every selector's lead.
+        let lead = (len >= self.lead).then(|| sketch(self.seed, &key, self.lead, LEAD));
         let map = if entry.selector.is_prefix() {
             &mut self.prefixes
         } else {
             &mut self.exact
         };
         map.insert(key, Arc::new(entry));
-        if self.len() > self.filter.capacity() {
-            self.refilter();
-        } else {
-            self.filter.set(h);
+        match lead {
+            Some(lead) if self.len() <= self.filter.capacity() => {
+                self.filter.set(h);
+                self.leads.set(lead);
+            }
+            _ => self.refilter(),
         }
     }
 
@@ -204,12 +222,16 @@ impl Table {
         self.len() != before
     }
 
-    /// The filter made again from every selector (sized for them).
+    /// The filters made again from every selector (sized for them).
     fn refilter(&mut self) {
         let mut filter = Filter::with_capacity(self.len() * 2);
+        let mut leads = Filter::with_capacity(self.len() * 2);
+        let lead = self.entries().map(|e| e.selector.bytes().len()).min();
+        let lead = lead.unwrap_or(usize::MAX);
         for e in self.entries() {
             filter.set(self.sketch(&e.selector));
+            leads.set(sketch(self.seed, e.selector.bytes(), lead, LEAD));
         }
-        self.filter = filter;
+        (self.filter, self.leads, self.lead) = (filter, leads, lead);
     }
 }
