@@ -9,11 +9,10 @@
 //! Over 400 lines on purpose: the one decision path, every endpoint's entry
 //! beside the one store step and the one count.
 
-use std::borrow::Cow;
 use std::time::Duration;
 
 use tollgate::algorithm::LeaseId;
-use tollgate::overrides::{Resolved, Selector};
+use tollgate::overrides::{Resolved, ResolvedPolicy, Selector};
 use tollgate::{Decision, Lease, Policy, Request, Store, Usage};
 
 use crate::config::PolicySet;
@@ -22,14 +21,14 @@ use crate::state::AppState;
 
 /// A decision, the policy that decided it (the override's or the tier's
 /// numbers), and the override, if one did.
-pub(crate) type Overridden<'p> = (Decision, Cow<'p, Policy>, Option<Selector>);
+pub(crate) type Overridden<'p> = (Decision, ResolvedPolicy<'p>, Option<Selector>);
 
 /// What a request is decided by, once its key's overrides are looked up
 /// (a step of its own, before the store is called).
 enum Resolution<'p> {
     /// By the store, under this policy (the policy itself, its tier, or
     /// an override's parameters), and the override that applies.
-    Decide(Cow<'p, Policy>, Option<Selector>),
+    Decide(ResolvedPolicy<'p>, Option<Selector>),
     /// Already: blocked or allowed by this override.
     Decided(Decision, Selector),
 }
@@ -160,7 +159,7 @@ impl AppState {
             Resolution::Decide(p, by) => (p, by),
             Resolution::Decided(d, by) => {
                 self.record([(policy, &d, true)]);
-                return Ok((d, Cow::Borrowed(policy), Some(by)));
+                return Ok((d, ResolvedPolicy::Borrowed(policy), Some(by)));
             }
         };
         let d = self.backend.store.check(&policy, key, cost).await?;
@@ -273,7 +272,7 @@ impl AppState {
                         .ok_or_else(|| ServiceError::new(Code::Internal, "a decision missing"))?;
                     (d, p, by)
                 }
-                Resolution::Decided(d, by) => (d, Cow::Borrowed(r.policy), Some(by)),
+                Resolution::Decided(d, by) => (d, ResolvedPolicy::Borrowed(r.policy), Some(by)),
             });
         }
         if atomic && out.iter().any(|(d, _, _)| !d.allowed) {
@@ -298,7 +297,7 @@ impl AppState {
         policy: &'p Policy,
         key: &[u8],
         tier: Option<&str>,
-    ) -> Result<(Result<Cow<'p, Policy>, Decision>, bool), ServiceError> {
+    ) -> Result<(Result<ResolvedPolicy<'p>, Decision>, bool), ServiceError> {
         Ok(match overridden(self, policy, key, tier)? {
             Resolution::Decide(p, by) => (Ok(p), by.is_some()),
             Resolution::Decided(d, _) => (Err(d), true),
@@ -315,14 +314,14 @@ impl AppState {
         cost: u64,
         max_wait: Duration,
         tier: Option<&str>,
-    ) -> Result<(Decision, Cow<'p, Policy>), ServiceError> {
+    ) -> Result<(Decision, ResolvedPolicy<'p>), ServiceError> {
         let (under, by) = self.under(policy, key, tier)?;
         let (d, p) = match under {
             Ok(p) => (
                 self.backend.store.reserve(&p, key, cost, max_wait).await?,
                 p,
             ),
-            Err(d) => (d, Cow::Borrowed(policy)),
+            Err(d) => (d, ResolvedPolicy::Borrowed(policy)),
         };
         self.record([(&*p, &d, by)]);
         Ok((d, p))
@@ -337,14 +336,14 @@ impl AppState {
         policy: &'p Policy,
         key: &[u8],
         tier: Option<&str>,
-    ) -> Result<(Decision, Option<LeaseId>, Cow<'p, Policy>), ServiceError> {
+    ) -> Result<(Decision, Option<LeaseId>, ResolvedPolicy<'p>), ServiceError> {
         let (under, by) = self.under(policy, key, tier)?;
         let (d, id, p) = match under {
             Ok(p) => {
                 let lease: Lease = self.backend.store.acquire_lease(&p, key).await?;
                 (lease.decision, lease.id, p)
             }
-            Err(d) => (d, None, Cow::Borrowed(policy)),
+            Err(d) => (d, None, ResolvedPolicy::Borrowed(policy)),
         };
         self.record([(&*p, &d, by)]);
         Ok((d, id, p))
@@ -377,13 +376,13 @@ impl AppState {
         op: Usage,
         cost: u64,
         tier: Option<&str>,
-    ) -> Result<(Decision, Cow<'p, Policy>), ServiceError> {
+    ) -> Result<(Decision, ResolvedPolicy<'p>), ServiceError> {
         let p = match self.under(policy, key, tier)?.0 {
             Ok(p) => p,
             Err(d) if d.allowed && op == Usage::AtMost => {
-                return Ok((d.with_granted(cost), Cow::Borrowed(policy)));
+                return Ok((d.with_granted(cost), ResolvedPolicy::Borrowed(policy)));
             }
-            Err(d) => return Ok((d, Cow::Borrowed(policy))),
+            Err(d) => return Ok((d, ResolvedPolicy::Borrowed(policy))),
         };
         let d = self.backend.store.usage(&p, key, op, cost).await?;
         let (operation, units) = match op {
@@ -405,10 +404,10 @@ impl AppState {
         estimate: u64,
         actual: u64,
         tier: Option<&str>,
-    ) -> Result<(Decision, Cow<'p, Policy>), ServiceError> {
+    ) -> Result<(Decision, ResolvedPolicy<'p>), ServiceError> {
         let p = match self.under(policy, key, tier)?.0 {
             Ok(p) => p,
-            Err(d) => return Ok((d, Cow::Borrowed(policy))),
+            Err(d) => return Ok((d, ResolvedPolicy::Borrowed(policy))),
         };
         let d = self.backend.store.settle(&p, key, estimate, actual).await?;
         let name = policy.name();

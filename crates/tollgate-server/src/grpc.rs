@@ -19,7 +19,6 @@
 //! `UNAUTHENTICATED`; a store error, or a store down under
 //! `on_failure = "deny"` is `UNAVAILABLE`.
 
-use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -29,6 +28,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, 
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use envoy_types::pb::envoy::r#type::v3::RateLimitUnit;
 use http::HeaderMap;
+use tollgate::overrides::ResolvedPolicy;
 use tollgate::{Decision, Policy};
 use tollgate_tower::headers::RateLimitHeaders;
 use tonic::Status;
@@ -208,7 +208,7 @@ impl Native {
             .map_err(status)?;
         let mut outcomes = outcomes.into_iter();
         let mut statuses = Vec::with_capacity(found.len());
-        let mut decided: Vec<(Cow<'_, Policy>, Decision)> = Vec::new();
+        let mut decided: Vec<(ResolvedPolicy<'_>, Decision)> = Vec::new();
         for slot in &found {
             if slot.is_none() {
                 statuses.push(DescriptorStatus {
@@ -238,7 +238,7 @@ impl Native {
 
 /// A descriptor's policy (a table's, or made for its limit override),
 /// store key and, with `tier_from`, the tier its entry names.
-type Limited<'s, 'e> = (Cow<'s, Policy>, Vec<u8>, Option<&'e str>);
+type Limited<'s, 'e> = (ResolvedPolicy<'s>, Vec<u8>, Option<&'e str>);
 
 /// Descriptor `i`'s policy and key: its limit override's, in a domain that
 /// has tables, else its table's; `None` when neither applies.
@@ -257,14 +257,14 @@ fn lookup<'s, 'e>(
         Some(limit) if descriptor::knows(&set.descriptors, domain) => {
             let key = descriptor::key(domain, &entries);
             let (policy, key) = override_policy(i, limit, &key)?;
-            Some((Cow::Owned(policy), key, None))
+            Some((ResolvedPolicy::Owned(policy), key, None))
         }
         Some(_) => None,
         // The tables were checked against the policies with which they
         // were loaded: a policy missing here is a bug.
         None => descriptor::find(&set.descriptors, domain, &entries)
             .map(|f| match decide::policy(set, f.policy) {
-                Ok(p) => Ok((Cow::Borrowed(p), f.key, f.tier)),
+                Ok(p) => Ok((ResolvedPolicy::Borrowed(p), f.key, f.tier)),
                 Err(e) => Err(Status::internal(format!("descriptor {i}: {}", e.message()))),
             })
             .transpose()?,

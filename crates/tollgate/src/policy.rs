@@ -5,6 +5,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::algorithm::{
@@ -61,6 +62,36 @@ pub struct Policy {
     /// (`[0, 0]` for none: a window's length is never 0; two words, not
     /// an `Option` of them, to keep a `Policy` small.)
     base_window: [u64; 2],
+    /// Which build of a policy this is: the same for its clones, new on
+    /// every constructor and `with_*` (0 for a derived one), so that an
+    /// override's policy, made once from it, is known to still fit it
+    /// without comparing them (see [`Policy::build`]).
+    build: Build,
+}
+
+/// A policy's build: ignored by `==` and `Hash` (two policies built
+/// alike are equal whichever build they are).
+#[derive(Clone, Copy)]
+struct Build(u64);
+
+impl Build {
+    /// A build no other policy has.
+    fn new() -> Build {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        Build(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+impl PartialEq for Build {
+    fn eq(&self, _: &Build) -> bool {
+        true
+    }
+}
+
+impl Eq for Build {}
+
+impl std::hash::Hash for Build {
+    fn hash<H: std::hash::Hasher>(&self, _: &mut H) {}
 }
 
 impl Policy {
@@ -76,6 +107,7 @@ impl Policy {
             lease: false,
             tiers: None,
             base_window: [0, 0],
+            build: Build::new(),
         })
     }
 
@@ -110,6 +142,7 @@ impl Policy {
         }
         tiers.push((name.into(), algorithm));
         self.tiers = Some(Arc::new(tiers));
+        self.build = Build::new();
         Ok(self)
     }
 
@@ -147,8 +180,16 @@ impl Policy {
         Policy {
             algorithm,
             base_window,
+            build: Build(0),
             ..self.clone()
         }
+    }
+
+    /// Which build of a policy this is (see the field): 0 for a derived
+    /// policy, else one no policy built otherwise has.
+    #[inline]
+    pub(crate) fn build(&self) -> u64 {
+        self.build.0
     }
 
     /// For a policy derived from a fixed window (a tier's, an override's),
@@ -184,6 +225,7 @@ impl Policy {
     pub fn with_group(mut self, group: &str) -> Result<Policy> {
         validate_name_of("group", group)?;
         self.group = Some(group.into());
+        self.build = Build::new();
         Ok(self)
     }
 
@@ -228,6 +270,7 @@ impl Policy {
             ));
         }
         self.lease = lease;
+        self.build = Build::new();
         Ok(self)
     }
 
@@ -318,6 +361,7 @@ impl Policy {
     #[must_use]
     pub fn shadow(mut self) -> Policy {
         self.shadow = true;
+        self.build = Build::new();
         self
     }
 
@@ -330,6 +374,13 @@ impl Policy {
     /// The policy's name.
     #[inline]
     pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The name as shared by the policy's clones (what lets an override
+    /// table be found by a pointer's comparison).
+    #[inline]
+    pub(crate) fn shared_name(&self) -> &Arc<str> {
         &self.name
     }
 

@@ -5,12 +5,11 @@
 //! for it, and the parameters of an override or a tier decide in place of
 //! the policy's (the key's state is the same, so its count carries over).
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use http::request::Parts;
 use tollgate::Policy;
-use tollgate::overrides::{Overrides, Resolved};
+use tollgate::overrides::{Overrides, Resolved, ResolvedPolicy};
 
 use super::Limiter;
 use crate::rejection::Rejection;
@@ -89,7 +88,11 @@ impl Limiter {
             .resolve(policy, key.as_bytes(), tier)
         {
             Ok(Resolved::Decide {
-                policy: Cow::Owned(p),
+                policy: ResolvedPolicy::Shared(p),
+                ..
+            }) => Ok(Under::Derived(p)),
+            Ok(Resolved::Decide {
+                policy: ResolvedPolicy::Owned(p),
                 ..
             }) => Ok(Under::Derived(Arc::new(p))),
             Ok(Resolved::Decide { .. }) => Ok(Under::Policy),

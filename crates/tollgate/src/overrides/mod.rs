@@ -53,20 +53,22 @@
 mod entry;
 mod filter;
 mod limits;
+mod resolved;
 mod selector;
 mod table;
 mod text;
 
-use std::borrow::Cow;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use hashbrown::HashMap;
+use hashbrown::{Equivalent, HashMap};
 use parking_lot::Mutex;
 
 pub(crate) use self::entry::now_ms;
 pub use self::entry::{Action, MAX_OVERRIDE_TTL, Override};
 pub use self::limits::{Limits, takes};
+pub use self::resolved::ResolvedPolicy;
 pub use self::selector::Selector;
 use self::table::{Entry, Table};
 use crate::{Error, Policy, Result};
@@ -87,7 +89,7 @@ pub enum Resolved<'p> {
     /// parameters as the override `by` replaced them.
     Decide {
         /// The policy to decide with (same name, so the same state).
-        policy: Cow<'p, Policy>,
+        policy: ResolvedPolicy<'p>,
         /// The override that applies, if one does.
         by: Option<Selector>,
     },
@@ -142,7 +144,7 @@ impl Overrides {
     /// [`MAX_OVERRIDES_PER_POLICY`]. An error changes nothing.
     pub fn set(&self, policy: &Policy, selector: Selector, over: Override) -> Result<()> {
         let entry = checked(policy, selector, over)?;
-        self.change(policy.name(), |table| {
+        self.change(policy.shared_name(), |table| {
             if table.get(&entry.selector).is_none() && table.len() >= MAX_OVERRIDES_PER_POLICY {
                 return Err(Error::argument(
                     "selector",
@@ -174,7 +176,7 @@ impl Overrides {
             }
             table.insert(checked(policy, selector, over)?);
         }
-        self.change(policy.name(), |t| {
+        self.change(policy.shared_name(), |t| {
             *t = table;
             Ok(())
         })
@@ -184,7 +186,7 @@ impl Overrides {
     /// whether there was one.
     pub fn remove(&self, policy: &str, selector: &Selector) -> bool {
         let mut removed = false;
-        let _ = self.change(policy, |t| {
+        let _ = self.change(&Arc::from(policy), |t| {
             removed = t.remove(selector).is_some();
             Ok(())
         });
@@ -282,9 +284,20 @@ impl Overrides {
     ) -> Result<Resolved<'p>> {
         let tables = self.inner.tables.load();
         let entry = tables
-            .get(policy.name())
+            .get(&NameOf(policy.shared_name()))
             .and_then(|t| t.lookup(key, now_ms));
         if let Some(e) = entry {
+            // The policy the override was set against, as it still is: its
+            // own policy, made then, decides.
+            if e.build == policy.build()
+                && e.build != 0
+                && let Some(p) = &e.decides
+            {
+                return Ok(Resolved::Decide {
+                    policy: ResolvedPolicy::Shared(p.clone()),
+                    by: Some(e.selector.clone()),
+                });
+            }
             let by = || e.selector.clone();
             match e.over.action() {
                 Action::Block => return Ok(Resolved::Block { by: by() }),
@@ -297,7 +310,7 @@ impl Overrides {
                     };
                     if let Some(a) = algorithm {
                         return Ok(Resolved::Decide {
-                            policy: Cow::Owned(policy.derive(a)),
+                            policy: ResolvedPolicy::Owned(policy.derive(a)),
                             by: Some(by()),
                         });
                     }
@@ -305,7 +318,7 @@ impl Overrides {
                 Action::Tier(name) => {
                     if let Some(p) = policy.tier(name) {
                         return Ok(Resolved::Decide {
-                            policy: Cow::Owned(p),
+                            policy: ResolvedPolicy::Owned(p),
                             by: Some(by()),
                         });
                     }
@@ -314,31 +327,52 @@ impl Overrides {
         }
         Ok(Resolved::Decide {
             policy: match tier {
-                None => Cow::Borrowed(policy),
-                Some(t) => Cow::Owned(policy.tier(t).ok_or_else(|| unknown_tier(policy, t))?),
+                None => ResolvedPolicy::Borrowed(policy),
+                Some(t) => {
+                    ResolvedPolicy::Owned(policy.tier(t).ok_or_else(|| unknown_tier(policy, t))?)
+                }
             },
             by: None,
         })
     }
 
     /// Applies `f` to a copy of `policy`'s table and swaps it in.
-    fn change(&self, policy: &str, f: impl FnOnce(&mut Table) -> Result<()>) -> Result<()> {
+    fn change(&self, policy: &Arc<str>, f: impl FnOnce(&mut Table) -> Result<()>) -> Result<()> {
         let _guard = self.inner.write.lock();
         let current = self.inner.tables.load_full();
         let mut table = current
-            .get(policy)
+            .get(&**policy)
             .map_or_else(Table::default, |t| Table::clone(t));
         f(&mut table)?;
         let mut tables = HashMap::clone(&current);
-        if table.len() == 0 {
-            if tables.remove(policy).is_none() {
-                return Ok(());
-            }
-        } else {
-            tables.insert(policy.into(), Arc::new(table));
+        let had = tables.remove(&**policy).is_some();
+        if table.len() != 0 {
+            // Keyed by this name's `Arc`, the one the policy's clones share.
+            tables.insert(policy.clone(), Arc::new(table));
+        } else if !had {
+            return Ok(());
         }
         self.inner.tables.store(Arc::new(tables));
         Ok(())
+    }
+}
+
+/// A policy's name, as `resolve` looks its table up: the same hash as the
+/// name's, and equal to the key that is the same `Arc` before any byte is
+/// compared.
+struct NameOf<'a>(&'a Arc<str>);
+
+impl Hash for NameOf<'_> {
+    #[inline]
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        (**self.0).hash(state);
+    }
+}
+
+impl Equivalent<Arc<str>> for NameOf<'_> {
+    #[inline]
+    fn equivalent(&self, key: &Arc<str>) -> bool {
+        Arc::ptr_eq(self.0, key) || **self.0 == **key
     }
 }
 
@@ -367,11 +401,18 @@ fn checked(policy: &Policy, selector: Selector, over: Override) -> Result<Entry>
         return Err(unknown_tier(policy, name));
     }
     let derived = over.derive(policy.algorithm())?;
+    let decides = match over.action() {
+        Action::Limits(_) => derived.map(|a| Arc::new(policy.derive(a))),
+        Action::Tier(name) => policy.tier(name).map(Arc::new),
+        Action::Block | Action::Allow => None,
+    };
     Ok(Entry {
         selector,
         over,
         base: *policy.algorithm(),
         derived,
+        build: policy.build(),
+        decides,
     })
 }
 

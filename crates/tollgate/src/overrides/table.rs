@@ -25,6 +25,7 @@ use hashbrown::HashMap;
 
 use super::filter::Filter;
 use super::{Override, Selector};
+use crate::Policy;
 use crate::algorithm::Algorithm;
 
 /// One override as stored: the override, and its parameters applied to
@@ -37,6 +38,13 @@ pub(super) struct Entry {
     pub(super) base: Algorithm,
     /// The override's parameters applied to `base` (for `Action::Limits`).
     pub(super) derived: Option<Algorithm>,
+    /// The build of the policy it was checked against
+    /// ([`Policy::build`]).
+    pub(super) build: u64,
+    /// The policy that decides under it (for `Action::Limits` and
+    /// `Action::Tier`), made from that build once, so that a request under
+    /// it clones no policy.
+    pub(super) decides: Option<Arc<Policy>>,
 }
 
 type Map = HashMap<Arc<[u8]>, Arc<Entry>, foldhash::fast::RandomState>;

@@ -256,3 +256,68 @@ fn every_override_of_a_large_table_is_found_and_nothing_else() {
         assert_eq!(decided_limit(&o, &p, &key), want, "{key}");
     }
 }
+
+#[test]
+fn a_shorter_selector_set_or_removed_later_leaves_every_other_found() {
+    // The lead filter holds every selector's first bytes, as many as the
+    // shortest selector has: it is made again when that length changes.
+    let p = Policy::fixed_window("api", 100, Duration::from_secs(60)).unwrap();
+    let o = Overrides::new();
+    o.set(&p, sel("tenant_42"), limit(1)).unwrap();
+    o.set(&p, sel("org-*"), limit(2)).unwrap();
+    o.set(&p, sel("a*"), limit(3)).unwrap();
+    let found = |key: &str, want: (u64, &str)| {
+        assert_eq!(
+            decided_limit(&o, &p, key),
+            (want.0, Some(want.1.to_string())),
+            "{key}"
+        );
+    };
+    found("tenant_42", (1, "tenant_42"));
+    found("org-7", (2, "org-*"));
+    found("ab", (3, "a*"));
+    found("a", (3, "a*"));
+    assert_eq!(decided_limit(&o, &p, "b"), (100, None));
+    assert!(o.remove("api", &sel("a*")));
+    assert_eq!(decided_limit(&o, &p, "ab"), (100, None));
+    assert_eq!(decided_limit(&o, &p, "org"), (100, None));
+    found("org-7", (2, "org-*"));
+    found("tenant_42", (1, "tenant_42"));
+}
+
+#[test]
+fn an_override_decides_with_its_policy_as_it_is_now() {
+    // An override's policy is made once, from the policy it was set
+    // against, and shared while that policy is the one asked about; a
+    // policy built otherwise since (here: in shadow mode, the same
+    // parameters) decides with its own fields and the override's limit.
+    let p = Policy::fixed_window("api", 100, Duration::from_secs(60))
+        .unwrap()
+        .with_tier(
+            "pro",
+            &Limits {
+                limit: Some(1_000),
+                ..Limits::default()
+            },
+        )
+        .unwrap();
+    let o = Overrides::new();
+    o.set(&p, sel("acme"), limit(500)).unwrap();
+    o.set(&p, sel("pro_*"), Override::tier("pro")).unwrap();
+    let decided = |q: &Policy, key: &[u8]| match o.resolve(q, key, None).unwrap() {
+        Resolved::Decide { policy, .. } => (
+            policy.limit(),
+            policy.is_shadow(),
+            matches!(policy, ResolvedPolicy::Shared(_)),
+        ),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(decided(&p, b"acme"), (500, false, true));
+    assert_eq!(decided(&p.clone(), b"pro_1"), (1_000, false, true));
+    let shadowed = p.clone().shadow();
+    assert_eq!(decided(&shadowed, b"acme"), (500, true, false));
+    assert_eq!(decided(&shadowed, b"pro_1"), (1_000, true, false));
+    assert_eq!(decided(&shadowed, b"other"), (100, true, false));
+    // Two policies built alike are equal, whichever build each is.
+    assert_eq!(shadowed, p.clone().shadow());
+}
