@@ -48,7 +48,9 @@ impl SharedOverrides {
 
     /// Replaces the config file's overrides by `set`'s (at start, on each
     /// reload); an override its policy no longer takes is logged and
-    /// dropped (the file was checked, so only a race can cause it).
+    /// dropped (the file was checked, so only a race can cause it). The
+    /// runtime overrides are rebased on the new policies (see
+    /// [`Overrides::rebase`]).
     pub(crate) fn set_base(&self, set: &crate::config::PolicySet) {
         for name in self.base.policies() {
             if set.get(&name).is_none() {
@@ -64,6 +66,7 @@ impl SharedOverrides {
             if let Err(e) = self.base.replace(policy, entries) {
                 tracing::error!(policy = policy.name(), error = %e, "the config's overrides");
             }
+            self.local.rebase(policy);
         }
     }
 

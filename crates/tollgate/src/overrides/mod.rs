@@ -50,8 +50,10 @@
 //! With the `redis` feature, [`RedisOverrides`](crate::store::redis::RedisOverrides)
 //! keeps a set in Redis, shared by every instance.
 
+mod bytes;
 mod entry;
 mod filter;
+mod lead;
 mod limits;
 mod resolved;
 mod selector;
@@ -191,6 +193,31 @@ impl Overrides {
             Ok(())
         });
         removed
+    }
+
+    /// Makes the overrides of `policy`'s name fit this build of it (a
+    /// reload's): each is checked against it again and its policy made
+    /// from it, so that keys under them are decided with no policy made
+    /// per request (before, they are decided right, only slower). One that
+    /// no longer fits is left as it was (and lapses: see
+    /// [`resolve`](Overrides::resolve)).
+    pub fn rebase(&self, policy: &Policy) {
+        let stale = self
+            .inner
+            .tables
+            .load()
+            .get(policy.name())
+            .is_some_and(|t| t.entries().any(|e| e.build != policy.build()));
+        if stale {
+            let _ = self.change(policy.shared_name(), |t| {
+                t.rebuild(|e| {
+                    (e.build != policy.build())
+                        .then(|| checked(policy, e.selector.clone(), e.over.clone()).ok())
+                        .flatten()
+                });
+                Ok(())
+            });
+        }
     }
 
     /// Removes every override of the policy named `policy`.

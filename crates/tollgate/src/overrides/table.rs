@@ -2,28 +2,23 @@
 //! map, prefixes in another with the lengths present, and bit filters
 //! (`filter.rs`) asked before either map is probed.
 //!
-//! Every key an override matches starts with that selector's first
-//! `lead` bytes, `lead` being the shortest selector's length; a first
-//! filter of those leads turns away most keys that match nothing (most
-//! traffic) with one test, whatever the number of prefix lengths.
-//!
-//! The filter's hash of a key's first `len` bytes is cheap at every
-//! length: it folds the key's first 8 bytes, the 8 ending at `len`, and
-//! `len` (bytes in between are left out, which only makes false positives
-//! likelier for selectors that differ only there). A lookup tests the
-//! exact key, then each prefix length present (a few, in practice:
+//! A lookup tests the key's lead first (`lead.rs`: one test turns away
+//! most keys that match nothing), then the exact key, then each prefix length present (a few, in practice:
 //! prefixes such as `trial_` or `org-42:` come in a handful of lengths
 //! however many there are), and probes a map (foldhash, the whole
 //! selector) only where the filter lets it through, longest prefix
-//! first. A key that no override matches, most traffic, costs a few
-//! instructions per length and no probe; nothing is allocated.
+//! first (the filters' hashes are `bytes.rs`'s sketches). A key that no
+//! override matches, most traffic, costs one test, or a few per length,
+//! and no probe; nothing is allocated.
 
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use hashbrown::HashMap;
 
+use super::bytes::{Bytes, EXACT, PREFIX, sketch};
 use super::filter::Filter;
+use super::lead::Lead;
 use super::{Override, Selector};
 use crate::Policy;
 use crate::algorithm::Algorithm;
@@ -58,11 +53,8 @@ pub(super) struct Table {
     lens: Vec<usize>,
     /// Every selector's [`sketch`], so that most keys probe no map.
     filter: Filter,
-    /// The shortest selector's length (`usize::MAX` for none).
-    lead: usize,
-    /// The sketch of every selector's first `lead` bytes: a key whose
-    /// first `lead` bytes are not there matches nothing.
-    leads: Filter,
+    /// Every selector's first bytes, as many as the shortest has.
+    lead: Lead,
     /// Where every sketch starts (random, per table).
     seed: u64,
 }
@@ -74,58 +66,10 @@ impl Default for Table {
             prefixes: Map::default(),
             lens: Vec::new(),
             filter: Filter::with_capacity(0),
-            lead: usize::MAX,
-            leads: Filter::with_capacity(0),
+            lead: Lead::new(usize::MAX, 0),
             seed: foldhash::fast::RandomState::default().hash_one(0x7011_6a7e_u64),
         }
     }
-}
-
-/// The 8 bytes of `b` at `at` (`at + 8 <= b.len()`), little-endian.
-#[inline(always)]
-fn word(b: &[u8], at: usize) -> u64 {
-    let mut w = [0; 8];
-    w.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(w)
-}
-
-/// The first `len` (< 8) bytes of `b`, little-endian, zero-extended.
-#[inline(always)]
-fn short(b: &[u8], len: usize) -> u64 {
-    if b.len() >= 8 {
-        word(b, 0) & (u64::MAX >> (64 - 8 * len))
-    } else {
-        let mut w = [0; 8];
-        w[..len].copy_from_slice(&b[..len]);
-        u64::from_le_bytes(w)
-    }
-}
-
-/// Folds `a` and `b`: their 128-bit product's halves xored.
-#[inline(always)]
-fn fold(a: u64, b: u64) -> u64 {
-    let m = u128::from(a) * u128::from(b);
-    (m as u64) ^ ((m >> 64) as u64)
-}
-
-const PREFIX: u64 = 0xc2b2_ae3d_27d4_eb4f;
-const EXACT: u64 = 0x1656_67b1_9e37_79f9;
-const LEAD: u64 = 0x27d4_eb2f_1656_67c5;
-
-/// The filter's hash of `key`'s first `len` bytes (`len <= key.len()`),
-/// `kind` telling a prefix from an exact key: its first 8 bytes, the 8
-/// ending at `len`, and `len`, folded.
-#[inline(always)]
-fn sketch(seed: u64, key: &[u8], len: usize, kind: u64) -> u64 {
-    let (first, last) = if len >= 8 {
-        (word(key, 0), word(key, len - 8))
-    } else {
-        (short(key, len), 0)
-    };
-    fold(
-        first ^ seed,
-        fold(last ^ kind, len as u64 ^ 0x9e37_79b9_7f4a_7c15),
-    )
 }
 
 impl Table {
@@ -133,20 +77,20 @@ impl Table {
     /// when a match has an end): an exact one, else the longest prefix.
     #[inline(always)]
     pub(super) fn lookup(&self, key: &[u8], now_ms: impl Fn() -> u64) -> Option<&Arc<Entry>> {
-        if key.len() < self.lead || !self.leads.has(sketch(self.seed, key, self.lead, LEAD)) {
+        if !self.lead.admits(self.seed, key) {
             return None;
         }
         let live = |e: &&Arc<Entry>| e.over.expires_at().is_none_or(|at| at > now_ms());
         if !self.exact.is_empty()
             && self.filter.has(sketch(self.seed, key, key.len(), EXACT))
-            && let Some(e) = self.exact.get(key).filter(live)
+            && let Some(e) = self.exact.get(&Bytes(key)).filter(live)
         {
             return Some(e);
         }
         for &len in &self.lens {
             if len <= key.len()
                 && self.filter.has(sketch(self.seed, key, len, PREFIX))
-                && let Some(e) = self.prefixes.get(&key[..len]).filter(live)
+                && let Some(e) = self.prefixes.get(&Bytes(&key[..len])).filter(live)
             {
                 return Some(e);
             }
@@ -173,6 +117,7 @@ impl Table {
 
     pub(super) fn insert(&mut self, entry: Entry) {
         let key = entry.selector.shared_bytes().clone();
+        let bytes = key.clone();
         let len = key.len();
         if entry.selector.is_prefix() && !self.lens.contains(&len) {
             self.lens.push(len);
@@ -180,19 +125,18 @@ impl Table {
         }
         let h = self.sketch(&entry.selector);
         // A selector shorter than the lead changes every selector's lead.
-        let lead = (len >= self.lead).then(|| sketch(self.seed, &key, self.lead, LEAD));
+        let fits = len >= self.lead.len();
         let map = if entry.selector.is_prefix() {
             &mut self.prefixes
         } else {
             &mut self.exact
         };
         map.insert(key, Arc::new(entry));
-        match lead {
-            Some(lead) if self.len() <= self.filter.capacity() => {
-                self.filter.set(h);
-                self.leads.set(lead);
-            }
-            _ => self.refilter(),
+        if fits && self.len() <= self.filter.capacity() {
+            self.filter.set(h);
+            self.lead.set(self.seed, &bytes);
+        } else {
+            self.refilter();
         }
     }
 
@@ -219,6 +163,15 @@ impl Table {
         self.exact.values().chain(self.prefixes.values())
     }
 
+    /// Replaces each entry `f` gives another for (the same selector).
+    pub(super) fn rebuild(&mut self, f: impl Fn(&Entry) -> Option<Entry>) {
+        for e in self.exact.values_mut().chain(self.prefixes.values_mut()) {
+            if let Some(new) = f(e) {
+                *e = Arc::new(new);
+            }
+        }
+    }
+
     /// Drops the overrides that ended by `now_ms`: whether any did.
     pub(super) fn purge(&mut self, now_ms: u64) -> bool {
         let before = self.len();
@@ -233,13 +186,12 @@ impl Table {
     /// The filters made again from every selector (sized for them).
     fn refilter(&mut self) {
         let mut filter = Filter::with_capacity(self.len() * 2);
-        let mut leads = Filter::with_capacity(self.len() * 2);
-        let lead = self.entries().map(|e| e.selector.bytes().len()).min();
-        let lead = lead.unwrap_or(usize::MAX);
+        let shortest = self.entries().map(|e| e.selector.bytes().len()).min();
+        let mut lead = Lead::new(shortest.unwrap_or(usize::MAX), self.len() * 2);
         for e in self.entries() {
             filter.set(self.sketch(&e.selector));
-            leads.set(sketch(self.seed, e.selector.bytes(), lead, LEAD));
+            lead.set(self.seed, e.selector.bytes());
         }
-        (self.filter, self.leads, self.lead) = (filter, leads, lead);
+        (self.filter, self.lead) = (filter, lead);
     }
 }

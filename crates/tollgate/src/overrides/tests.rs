@@ -320,4 +320,15 @@ fn an_override_decides_with_its_policy_as_it_is_now() {
     assert_eq!(decided(&shadowed, b"other"), (100, true, false));
     // Two policies built alike are equal, whichever build each is.
     assert_eq!(shadowed, p.clone().shadow());
+    // Rebased on the new build, its overrides' policies are made from it.
+    o.rebase(&shadowed);
+    assert_eq!(decided(&shadowed, b"acme"), (500, true, true));
+    assert_eq!(decided(&shadowed, b"pro_1"), (1_000, true, true));
+    assert_eq!(decided(&p, b"acme"), (500, false, false));
+    // One that no longer fits the policy is left, and lapses (a tier it
+    // no longer has); one that does is made again from it.
+    let log = Policy::sliding_log("api", 7, Duration::from_secs(1)).unwrap();
+    o.rebase(&log);
+    assert_eq!(decided(&log, b"acme"), (500, false, true));
+    assert_eq!(decided(&log, b"pro_1"), (7, false, false));
 }
