@@ -36,7 +36,7 @@ pub(super) fn short(b: &[u8], len: usize) -> u64 {
 
 /// The 4 bytes of `b` at `at` (`at + 4 <= b.len()`), little-endian.
 #[inline(always)]
-fn half(b: &[u8], at: usize) -> u32 {
+pub(super) fn half(b: &[u8], at: usize) -> u32 {
     let mut w = [0; 4];
     w.copy_from_slice(&b[at..at + 4]);
     u32::from_le_bytes(w)

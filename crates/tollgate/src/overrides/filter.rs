@@ -45,6 +45,27 @@ impl Filter {
         self.words.get(at).is_some_and(|w| w & bits == bits)
     }
 
+    /// Sets `hash`'s one bit (in a filter asked with [`Filter::has_bit`]
+    /// only): half the work of a test, for twice the false positives at
+    /// the same size.
+    pub(super) fn set_bit(&mut self, hash: u64) {
+        let (at, bit) = self.bit(hash);
+        self.words[at] |= bit;
+    }
+
+    /// Whether `hash`'s one bit is set (see [`Filter::set_bit`]).
+    #[inline]
+    pub(super) fn has_bit(&self, hash: u64) -> bool {
+        let (at, bit) = self.bit(hash);
+        self.words.get(at).is_some_and(|w| w & bit != 0)
+    }
+
+    /// The word of `hash` and its one bit there.
+    #[inline]
+    fn bit(&self, hash: u64) -> (usize, u64) {
+        (((hash >> 6) & self.mask) as usize, 1 << (hash & 63))
+    }
+
     /// The word of `hash` and its two bits there (from the hash's low
     /// bits and its top twelve, apart).
     #[inline]

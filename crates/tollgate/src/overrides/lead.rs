@@ -1,11 +1,11 @@
 //! The first test of a lookup: every key an override matches starts
 //! with that selector's first `len` bytes, `len` being the shortest
-//! selector's length, so a filter of those leads turns away most keys
-//! that match nothing (most traffic) with one test, however many prefix
-//! lengths there are. Up to 8 bytes, a lead is one masked load of the
-//! key (a copy for a key under 8 bytes) folded once.
+//! selector's length (8 at most), so a filter of those leads turns away
+//! most keys that match nothing (most traffic) with one test, however
+//! many prefix lengths there are. A lead is one masked load of the key
+//! (two that may overlap, for a key under 8 bytes), folded once.
 
-use super::bytes::{fold, sketch, word};
+use super::bytes::{fold, half, word};
 use super::filter::Filter;
 
 const LEAD: u64 = 0x27d4_eb2f_1656_67c5;
@@ -13,9 +13,10 @@ const LEAD: u64 = 0x27d4_eb2f_1656_67c5;
 /// The leads of one table's selectors.
 #[derive(Debug, Clone)]
 pub(super) struct Lead {
-    /// The shortest selector's length (`usize::MAX` for none).
+    /// The shortest selector's length, 8 at most (`usize::MAX` for no
+    /// selector).
     len: usize,
-    /// For `len <= 8`, the mask of a word's first `len` bytes.
+    /// The mask of a word's first `len` bytes.
     mask: u64,
     /// What a lead is folded with (its length's).
     tag: u64,
@@ -23,8 +24,13 @@ pub(super) struct Lead {
 }
 
 impl Lead {
-    /// Leads of `len` bytes, for `selectors` of them.
-    pub(super) fn new(len: usize, selectors: usize) -> Lead {
+    /// Leads of `shortest` bytes (8 at most), for `selectors` of them.
+    pub(super) fn new(shortest: usize, selectors: usize) -> Lead {
+        let len = if shortest == usize::MAX {
+            shortest
+        } else {
+            shortest.min(8)
+        };
         Lead {
             len,
             mask: match len {
@@ -32,6 +38,8 @@ impl Lead {
                 _ => u64::MAX,
             },
             tag: LEAD ^ (len as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            // Sized as the table's other filter (32 bits a selector, at
+            // most 1 in 32 false positives), one bit a lead.
             filter: Filter::with_capacity(selectors),
         }
     }
@@ -44,28 +52,51 @@ impl Lead {
     /// The sketch of `key`'s lead (`key` at least `len` long).
     #[inline(always)]
     fn sketch(&self, seed: u64, key: &[u8]) -> u64 {
-        if self.len > 8 {
-            return sketch(seed, key, self.len, LEAD);
-        }
-        let first = if key.len() >= 8 {
-            word(key, 0) & self.mask
-        } else {
-            let mut w = [0; 8];
-            w[..self.len].copy_from_slice(&key[..self.len]);
-            u64::from_le_bytes(w)
-        };
-        fold(first ^ seed, self.tag)
+        fold((first_bytes(key) & self.mask) ^ seed, self.tag)
     }
 
     /// Adds `selector`'s lead (`selector` at least `len` long).
     pub(super) fn set(&mut self, seed: u64, selector: &[u8]) {
         let h = self.sketch(seed, selector);
-        self.filter.set(h);
+        self.filter.set_bit(h);
     }
 
     /// Whether a selector may match `key` (never false when one does).
     #[inline(always)]
     pub(super) fn admits(&self, seed: u64, key: &[u8]) -> bool {
-        key.len() >= self.len && self.filter.has(self.sketch(seed, key))
+        key.len() >= self.len && self.filter.has_bit(self.sketch(seed, key))
+    }
+}
+
+/// `key`'s first 8 bytes, little-endian, zero-extended if it is shorter:
+/// one load, two that may overlap, or up to three bytes, and no call.
+#[inline(always)]
+fn first_bytes(key: &[u8]) -> u64 {
+    let k = key.len();
+    match k {
+        8.. => word(key, 0),
+        4..8 => u64::from(half(key, 0)) | u64::from(half(key, k - 4)) << (8 * (k - 4)),
+        1..4 => {
+            u64::from(key[0])
+                | u64::from(key[k / 2]) << (8 * (k / 2))
+                | u64::from(key[k - 1]) << (8 * (k - 1))
+        }
+        0 => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_shorter_than_a_word_reads_as_its_bytes_zero_extended() {
+        let key = b"abcdefghij";
+        for k in 0..=10 {
+            let mut w = [0; 8];
+            let n = k.min(8);
+            w[..n].copy_from_slice(&key[..n]);
+            assert_eq!(first_bytes(&key[..k]), u64::from_le_bytes(w), "{k}");
+        }
     }
 }
