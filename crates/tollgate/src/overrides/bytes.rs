@@ -6,12 +6,8 @@
 //! `len` and a kind once; longer, its first 8 bytes and the 8 ending at
 //! `len` twice (bytes in between are left out, which only makes a
 //! filter's false positives likelier for selectors that differ only
-//! there: a false positive costs a map probe, never a wrong answer).
-
-use std::hash::{Hash, Hasher};
-use std::sync::Arc;
-
-use hashbrown::Equivalent;
+//! there: a false positive costs a map probe, never a wrong answer). Up
+//! to 16 bytes it reads every byte: the maps (`map.rs`) hash by it.
 
 /// The 8 bytes of `b` at `at` (`at + 8 <= b.len()`), little-endian.
 #[inline(always)]
@@ -53,24 +49,6 @@ pub(super) fn same(a: &[u8], b: &[u8]) -> bool {
             8..=16 => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8),
             _ => a == b,
         }
-}
-
-/// A key looked up in a map: hashed as its bytes are, compared by
-/// [`same`].
-pub(super) struct Bytes<'a>(pub(super) &'a [u8]);
-
-impl Hash for Bytes<'_> {
-    #[inline(always)]
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.0.hash(state);
-    }
-}
-
-impl Equivalent<Arc<[u8]>> for Bytes<'_> {
-    #[inline(always)]
-    fn equivalent(&self, key: &Arc<[u8]>) -> bool {
-        same(self.0, key)
-    }
 }
 
 /// Folds `a` and `b`: their 128-bit product's halves xored.

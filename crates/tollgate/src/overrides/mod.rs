@@ -55,6 +55,7 @@ mod entry;
 mod filter;
 mod lead;
 mod limits;
+mod map;
 mod resolved;
 mod selector;
 mod table;

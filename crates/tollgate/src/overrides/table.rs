@@ -14,11 +14,10 @@
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
-use hashbrown::HashMap;
-
-use super::bytes::{Bytes, EXACT, PREFIX, sketch};
+use super::bytes::{EXACT, PREFIX, sketch};
 use super::filter::Filter;
 use super::lead::Lead;
+use super::map::Map;
 use super::{Override, Selector};
 use crate::Policy;
 use crate::algorithm::Algorithm;
@@ -42,8 +41,6 @@ pub(super) struct Entry {
     pub(super) decides: Option<Arc<Policy>>,
 }
 
-type Map = HashMap<Arc<[u8]>, Arc<Entry>, foldhash::fast::RandomState>;
-
 /// One policy's overrides.
 #[derive(Debug, Clone)]
 pub(super) struct Table {
@@ -61,13 +58,14 @@ pub(super) struct Table {
 
 impl Default for Table {
     fn default() -> Table {
+        let seed = foldhash::fast::RandomState::default().hash_one(0x7011_6a7e_u64);
         Table {
-            exact: Map::default(),
-            prefixes: Map::default(),
+            exact: Map::new(seed, EXACT),
+            prefixes: Map::new(seed, PREFIX),
             lens: Vec::new(),
             filter: Filter::with_capacity(0),
             lead: Lead::new(usize::MAX, 0),
-            seed: foldhash::fast::RandomState::default().hash_one(0x7011_6a7e_u64),
+            seed,
         }
     }
 }
@@ -81,16 +79,21 @@ impl Table {
             return None;
         }
         let live = |e: &&Arc<Entry>| e.over.expires_at().is_none_or(|at| at > now_ms());
-        if !self.exact.is_empty()
-            && self.filter.has(sketch(self.seed, key, key.len(), EXACT))
-            && let Some(e) = self.exact.get(&Bytes(key)).filter(live)
-        {
-            return Some(e);
+        if !self.exact.is_empty() {
+            let h = sketch(self.seed, key, key.len(), EXACT);
+            if self.filter.has(h)
+                && let Some(e) = self.exact.find(key, h).filter(live)
+            {
+                return Some(e);
+            }
         }
         for &len in &self.lens {
-            if len <= key.len()
-                && self.filter.has(sketch(self.seed, key, len, PREFIX))
-                && let Some(e) = self.prefixes.get(&Bytes(&key[..len])).filter(live)
+            if len > key.len() {
+                continue;
+            }
+            let h = sketch(self.seed, key, len, PREFIX);
+            if self.filter.has(h)
+                && let Some(e) = self.prefixes.find(&key[..len], h).filter(live)
             {
                 return Some(e);
             }
@@ -100,11 +103,7 @@ impl Table {
 
     /// The sketch `selector` is filtered under.
     fn sketch(&self, selector: &Selector) -> u64 {
-        let (b, kind) = (
-            selector.bytes(),
-            if selector.is_prefix() { PREFIX } else { EXACT },
-        );
-        sketch(self.seed, b, b.len(), kind)
+        self.map(selector.is_prefix()).sketch(selector.bytes())
     }
 
     pub(super) fn get(&self, selector: &Selector) -> Option<&Arc<Entry>> {
@@ -116,9 +115,8 @@ impl Table {
     }
 
     pub(super) fn insert(&mut self, entry: Entry) {
-        let key = entry.selector.shared_bytes().clone();
-        let bytes = key.clone();
-        let len = key.len();
+        let bytes = entry.selector.shared_bytes().clone();
+        let len = bytes.len();
         if entry.selector.is_prefix() && !self.lens.contains(&len) {
             self.lens.push(len);
             self.lens.sort_unstable_by(|a, b| b.cmp(a));
@@ -131,7 +129,7 @@ impl Table {
         } else {
             &mut self.exact
         };
-        map.insert(key, Arc::new(entry));
+        map.insert(Arc::new(entry));
         if fits && self.len() <= self.filter.capacity() {
             self.filter.set(h);
             self.lead.set(self.seed, &bytes);
@@ -144,7 +142,11 @@ impl Table {
         let removed = if selector.is_prefix() {
             let removed = self.prefixes.remove(selector.bytes())?;
             let len = selector.bytes().len();
-            if !self.prefixes.keys().any(|k| k.len() == len) {
+            if !self
+                .prefixes
+                .iter()
+                .any(|e| e.selector.bytes().len() == len)
+            {
                 self.lens.retain(|&l| l != len);
             }
             removed
@@ -160,12 +162,12 @@ impl Table {
     }
 
     pub(super) fn entries(&self) -> impl Iterator<Item = &Arc<Entry>> {
-        self.exact.values().chain(self.prefixes.values())
+        self.exact.iter().chain(self.prefixes.iter())
     }
 
     /// Replaces each entry `f` gives another for (the same selector).
     pub(super) fn rebuild(&mut self, f: impl Fn(&Entry) -> Option<Entry>) {
-        for e in self.exact.values_mut().chain(self.prefixes.values_mut()) {
+        for e in self.exact.iter_mut().chain(self.prefixes.iter_mut()) {
             if let Some(new) = f(e) {
                 *e = Arc::new(new);
             }
@@ -175,10 +177,11 @@ impl Table {
     /// Drops the overrides that ended by `now_ms`: whether any did.
     pub(super) fn purge(&mut self, now_ms: u64) -> bool {
         let before = self.len();
-        self.exact.retain(|_, e| !e.over.expired_at(now_ms));
-        self.prefixes.retain(|_, e| !e.over.expired_at(now_ms));
+        self.exact.retain(|e| !e.over.expired_at(now_ms));
+        self.prefixes.retain(|e| !e.over.expired_at(now_ms));
         let prefixes = &self.prefixes;
-        self.lens.retain(|&l| prefixes.keys().any(|k| k.len() == l));
+        self.lens
+            .retain(|&l| prefixes.iter().any(|e| e.selector.bytes().len() == l));
         self.refilter();
         self.len() != before
     }

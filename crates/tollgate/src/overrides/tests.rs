@@ -266,6 +266,9 @@ fn a_shorter_selector_set_or_removed_later_leaves_every_other_found() {
     o.set(&p, sel("tenant_42"), limit(1)).unwrap();
     o.set(&p, sel("org-*"), limit(2)).unwrap();
     o.set(&p, sel("a*"), limit(3)).unwrap();
+    // Past 16 bytes, a selector's map hash is no longer its sketch.
+    o.set(&p, sel("customer-0042-of-the-long-keys"), limit(4))
+        .unwrap();
     let found = |key: &str, want: (u64, &str)| {
         assert_eq!(
             decided_limit(&o, &p, key),
@@ -277,6 +280,14 @@ fn a_shorter_selector_set_or_removed_later_leaves_every_other_found() {
     found("org-7", (2, "org-*"));
     found("ab", (3, "a*"));
     found("a", (3, "a*"));
+    found(
+        "customer-0042-of-the-long-keys",
+        (4, "customer-0042-of-the-long-keys"),
+    );
+    assert_eq!(
+        decided_limit(&o, &p, "customer-0043-of-the-long-keys"),
+        (100, None)
+    );
     assert_eq!(decided_limit(&o, &p, "b"), (100, None));
     assert!(o.remove("api", &sel("a*")));
     assert_eq!(decided_limit(&o, &p, "ab"), (100, None));
