@@ -1,11 +1,12 @@
 //! A bit filter of one policy's selectors, asked before its hash tables so
-//! that a key no override matches (most traffic) costs a pass over the
-//! key's bytes and a few bit tests, not a probe per prefix length.
+//! that a key no override matches (most traffic) costs a few bit tests,
+//! not a probe per prefix length.
 //!
 //! Two bits per selector, both in one 64-bit word chosen by the hash (one
 //! load per test), about 16 bits per selector: about one key in fifty
 //! that matches nothing still probes a table (a false positive costs a
-//! probe, never a wrong answer).
+//! probe, never a wrong answer). The leads' filter (`lead.rs`) sets and
+//! tests one bit per hash instead: half the work, asked of every key.
 
 /// The bits of every selector's hash; never misses one that was set.
 #[derive(Debug, Clone)]

@@ -7,12 +7,15 @@
 //! [`Overrides::resolve`]: an exact key's override wins over the longest
 //! matching prefix's, which wins over the policy itself. The lookup
 //! allocates nothing and takes no lock (the set is an immutable snapshot
-//! swapped whole on each change, per policy). A bit filter of the
-//! selectors is asked first, at the key's length and at each distinct
-//! prefix length, so that a key no override matches probes no hash map;
-//! one that matches probes the maps only where the filter lets it, and
-//! neither depends on how many overrides there are (the figures, beside a
-//! policy with none, are in `benches/README.md`).
+//! swapped whole on each change, per policy). A bit filter of every
+//! selector's leading bytes is asked first, so that a key no override
+//! matches is turned away by one test and probes no hash table; one that
+//! passes is tested at its length and at each distinct prefix length, and
+//! probes the tables only where those filters let it. An override's
+//! policy is made once, when it is set, and shared
+//! ([`ResolvedPolicy::Shared`]). Neither cost depends on how many
+//! overrides there are (the figures, beside a policy with none, are in
+//! `benches/README.md`).
 //!
 //! ```
 //! use std::time::Duration;
