@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::algorithm::{
-    Algorithm, Concurrency, FixedWindow, Gcra, LeakyBucket, MAX_SCALED, MAX_USAGE_COST, Period,
-    SlidingLog, SlidingWindow, TokenBucket, Usage,
+    Algorithm, Concurrency, FixedWindow, Gcra, LeakyBucket, Lease, MAX_SCALED, MAX_USAGE_COST,
+    Period, SlidingLog, SlidingWindow, TokenBucket, Usage,
 };
 use crate::store::key::InlineName;
 use crate::{Error, Result};
@@ -166,16 +166,10 @@ impl Policy {
     /// validated): an override's or a tier's. Its state is this policy's.
     #[inline]
     pub(crate) fn derive(&self, algorithm: Algorithm) -> Policy {
-        let base_window = match self.algorithm {
+        let base_window = match self.algorithm.fixed_window() {
             _ if self.base_window[1] != 0 => self.base_window,
-            Algorithm::FixedWindow(w) if w.calendar().is_none() => [w.limit(), w.window_micros()],
-            Algorithm::FixedWindow(_)
-            | Algorithm::SlidingWindow(_)
-            | Algorithm::SlidingLog(_)
-            | Algorithm::TokenBucket(_)
-            | Algorithm::Gcra(_)
-            | Algorithm::LeakyBucket(_)
-            | Algorithm::Concurrency(_) => [0, 0],
+            Some((limit, window)) => [limit, window],
+            None => [0, 0],
         };
         Policy {
             algorithm,
@@ -252,15 +246,7 @@ impl Policy {
     /// # Ok::<(), tollgate::Error>(())
     /// ```
     pub fn with_lease(mut self, lease: bool) -> Result<Policy> {
-        if lease
-            && !matches!(
-                self.algorithm,
-                Algorithm::FixedWindow(_)
-                    | Algorithm::SlidingWindow(_)
-                    | Algorithm::TokenBucket(_)
-                    | Algorithm::Gcra(_)
-            )
-        {
+        if lease && self.algorithm.lease() == Lease::Refused {
             return Err(Error::policy(
                 "lease",
                 format!(
@@ -404,15 +390,7 @@ impl Policy {
     /// bucket's `per`, or a concurrency policy's lease (what the `w` of a
     /// `RateLimit-Policy` header shows).
     pub fn time_span(&self) -> Duration {
-        Duration::from_micros(match &self.algorithm {
-            Algorithm::FixedWindow(a) => a.window_micros(),
-            Algorithm::SlidingWindow(a) => a.window_micros(),
-            Algorithm::SlidingLog(a) => a.window_micros(),
-            Algorithm::TokenBucket(a) => a.rate().per,
-            Algorithm::Gcra(a) => a.rate().per,
-            Algorithm::LeakyBucket(a) => a.rate().per,
-            Algorithm::Concurrency(a) => a.lease_micros(),
-        })
+        Duration::from_micros(self.algorithm.time_span_micros())
     }
 
     /// Checks a request's cost: more than the policy can ever admit is
@@ -450,22 +428,14 @@ impl Policy {
     /// the time the bucket takes to refill from empty (`burst · per /
     /// rate`), past which nothing could ever be granted.
     fn validate_hold(&self, hold: Duration) -> Result<()> {
-        let (rate, burst) = match self.algorithm {
-            Algorithm::TokenBucket(a) => (a.rate(), a.burst()),
-            Algorithm::Gcra(a) => (a.rate(), a.burst()),
-            other @ (Algorithm::FixedWindow(_)
-            | Algorithm::SlidingWindow(_)
-            | Algorithm::SlidingLog(_)
-            | Algorithm::LeakyBucket(_)
-            | Algorithm::Concurrency(_)) => {
-                return Err(Error::argument(
-                    "hold",
-                    format!(
-                        "a held check_at_most is for token_bucket and gcra policies, not {}",
-                        other.name()
-                    ),
-                ));
-            }
+        let Lease::Held { rate, burst } = self.algorithm.lease() else {
+            return Err(Error::argument(
+                "hold",
+                format!(
+                    "a held check_at_most is for token_bucket and gcra policies, not {}",
+                    self.algorithm.name()
+                ),
+            ));
         };
         // In scaled units: the burst is below 2^50 of them, a µs drips
         // `units_per_micro`.
@@ -499,14 +469,10 @@ impl Policy {
     /// The concurrency parameters, or `operation` (a lease's) refused on
     /// any other policy.
     pub(crate) fn require_concurrency(&self, operation: &'static str) -> Result<&Concurrency> {
+        // A question only concurrency answers yes to: a lease's.
         match &self.algorithm {
             Algorithm::Concurrency(c) => Ok(c),
-            other @ (Algorithm::FixedWindow(_)
-            | Algorithm::SlidingWindow(_)
-            | Algorithm::SlidingLog(_)
-            | Algorithm::TokenBucket(_)
-            | Algorithm::Gcra(_)
-            | Algorithm::LeakyBucket(_)) => Err(Error::Unsupported {
+            other => Err(Error::Unsupported {
                 operation,
                 algorithm: other.name(),
             }),
@@ -517,19 +483,11 @@ impl Policy {
     /// `max_wait` must keep the borrowed tokens exact. Returns `max_wait` in
     /// microseconds.
     pub fn validate_reservation(&self, cost: u64, max_wait: Duration) -> Result<u64> {
-        let rate = match &self.algorithm {
-            Algorithm::TokenBucket(a) => a.rate(),
-            Algorithm::Gcra(a) => a.rate(),
-            other @ (Algorithm::FixedWindow(_)
-            | Algorithm::SlidingWindow(_)
-            | Algorithm::SlidingLog(_)
-            | Algorithm::LeakyBucket(_)
-            | Algorithm::Concurrency(_)) => {
-                return Err(Error::Unsupported {
-                    operation: "reserve",
-                    algorithm: other.name(),
-                });
-            }
+        let Some(rate) = self.algorithm.reservation_rate() else {
+            return Err(Error::Unsupported {
+                operation: "reserve",
+                algorithm: self.algorithm.name(),
+            });
         };
         self.validate_cost(cost)?;
         let micros = wait_micros(max_wait);

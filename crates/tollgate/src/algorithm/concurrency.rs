@@ -4,7 +4,11 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+use super::limits::Limits;
+use super::params::Rate;
 use super::params::{MAX_LOG_ENTRIES, period, positive};
+use super::rule::{Lease, Rule, micros, not_held, part};
+use super::tat::Move;
 use crate::decision::Verdict;
 use crate::{Decision, Result};
 
@@ -145,5 +149,66 @@ impl Concurrency {
             .leases
             .retain(|&(held, expires)| held != id && expires > now);
         held
+    }
+}
+
+impl Rule for Concurrency {
+    type State = ConcurrencyState;
+    const NAME: &'static str = "concurrency";
+
+    #[inline]
+    fn largest_cost(&self) -> (u64, &'static str) {
+        (self.limit(), "limit")
+    }
+
+    #[inline]
+    fn time_span_micros(&self) -> u64 {
+        self.lease_micros()
+    }
+
+    /// A concurrency policy peeks (its leases are the store's `acquire`
+    /// and `release`).
+    #[inline(always)]
+    fn decide_at(&self, state: &mut ConcurrencyState, now: u64, _: u64, _: u64) -> Verdict {
+        self.peek_micros(state, now)
+    }
+
+    /// Peeks: stores refuse usage on a concurrency policy before coming
+    /// here.
+    #[inline(always)]
+    fn move_at(&self, state: &mut ConcurrencyState, now: u64, _: Move, _: u64) -> Verdict {
+        self.peek_micros(state, now)
+    }
+
+    #[inline]
+    fn reservation_rate(&self) -> Option<Rate> {
+        None
+    }
+
+    #[inline]
+    fn lease(&self) -> Lease {
+        Lease::Refused
+    }
+
+    not_held!(ConcurrencyState);
+
+    #[inline]
+    fn fixed_window(&self) -> Option<(u64, u64)> {
+        None
+    }
+
+    fn takes(&self) -> &'static [&'static str] {
+        &["limit", "lease"]
+    }
+
+    fn with_limits(&self, limits: &Limits) -> Result<Concurrency> {
+        Concurrency::new(
+            limits.limit.unwrap_or(self.limit()),
+            limits.lease.unwrap_or(micros(self.lease_micros())),
+        )
+    }
+
+    fn share(&self, n: u64) -> Result<Concurrency> {
+        Concurrency::new(part(self.limit(), n), micros(self.lease_micros()))
     }
 }

@@ -3,7 +3,11 @@
 use std::time::Duration;
 
 use super::calendar::{Calendar, Period};
+use super::limits::Limits;
+use super::params::Rate;
 use super::params::{Divisor, MAX_EXACT, MAX_OVERDRAFT, period, positive};
+use super::rule::{Lease, Rule, micros, not_held, part};
+use super::tat::Move;
 use crate::decision::Verdict;
 use crate::{Decision, Result};
 
@@ -235,5 +239,75 @@ impl FixedWindow {
             retry_after: if count < self.limit { 0 } else { until_end },
             delay: 0,
         }
+    }
+}
+
+impl Rule for FixedWindow {
+    type State = FixedWindowState;
+    const NAME: &'static str = "fixed_window";
+
+    #[inline]
+    fn largest_cost(&self) -> (u64, &'static str) {
+        (self.limit, "limit")
+    }
+
+    #[inline]
+    fn time_span_micros(&self) -> u64 {
+        self.window
+    }
+
+    #[inline(always)]
+    fn decide_at(&self, state: &mut FixedWindowState, now: u64, cost: u64, _: u64) -> Verdict {
+        self.decide_micros(state, now, cost)
+    }
+
+    #[inline(always)]
+    fn move_at(&self, state: &mut FixedWindowState, now: u64, op: Move, cost: u64) -> Verdict {
+        match op {
+            Move::Charge => self.charge_micros(state, now, cost),
+            Move::Refund => self.refund_micros(state, now, cost),
+        }
+    }
+
+    #[inline]
+    fn reservation_rate(&self) -> Option<Rate> {
+        None
+    }
+
+    #[inline]
+    fn lease(&self) -> Lease {
+        Lease::Window {
+            length: 0,
+            limit: self.limit,
+        }
+    }
+
+    not_held!(FixedWindowState);
+
+    #[inline]
+    fn fixed_window(&self) -> Option<(u64, u64)> {
+        self.calendar.is_none().then_some((self.limit, self.window))
+    }
+
+    /// A calendar window's length is its period, which an override does
+    /// not change.
+    fn takes(&self) -> &'static [&'static str] {
+        match self.calendar {
+            Some(_) => &["limit"],
+            None => &["limit", "window"],
+        }
+    }
+
+    fn with_limits(&self, limits: &Limits) -> Result<FixedWindow> {
+        let limit = limits.limit.unwrap_or(self.limit);
+        match self.calendar {
+            Some(c) => FixedWindow::in_calendar(limit, c.period(), c.zone()),
+            None => FixedWindow::new(limit, limits.window.unwrap_or(micros(self.window))),
+        }
+    }
+
+    /// (A calendar window's share is a window of its nominal length.)
+    fn share(&self, n: u64) -> Result<FixedWindow> {
+        FixedWindow::new(part(self.limit, n), micros(self.window))
     }
 }

@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
+use super::limits::Limits;
 use super::params::{Rate, RateDivisors, units_ahead};
+use super::rule::{Lease, Rule, micros, part, same_bucket, slower};
 use super::tat::{self, Move};
 use crate::decision::Verdict;
 use crate::{Decision, Result};
@@ -220,6 +222,88 @@ impl Gcra {
         let time = (&mut state.micros, &mut state.frac);
         let (rate, div) = (&self.rate, &self.div);
         tat::apply(rate, div, self.burst, self.capacity, time, now, op, cost)
+    }
+}
+
+impl Rule for Gcra {
+    type State = GcraState;
+    const NAME: &'static str = "gcra";
+
+    #[inline]
+    fn largest_cost(&self) -> (u64, &'static str) {
+        (self.burst(), "burst")
+    }
+
+    #[inline]
+    fn time_span_micros(&self) -> u64 {
+        self.rate().per
+    }
+
+    #[inline(always)]
+    fn decide_at(&self, state: &mut GcraState, now: u64, cost: u64, max_wait: u64) -> Verdict {
+        self.reserve_micros(state, now, cost, max_wait)
+    }
+
+    #[inline(always)]
+    fn move_at(&self, state: &mut GcraState, now: u64, op: Move, cost: u64) -> Verdict {
+        self.usage_micros(state, now, op, cost)
+    }
+
+    #[inline]
+    fn reservation_rate(&self) -> Option<Rate> {
+        Some(self.rate())
+    }
+
+    #[inline]
+    fn lease(&self) -> Lease {
+        Lease::Held {
+            rate: self.rate(),
+            burst: self.burst(),
+        }
+    }
+
+    #[inline(always)]
+    fn hold_at(&self, state: &mut GcraState, now: u64, hold: u64) -> (u64, u64) {
+        self.hold_micros(state, now, hold)
+    }
+
+    #[inline(always)]
+    fn unhold(&self, state: &mut GcraState, saved: (u64, u64)) {
+        (state.micros, state.frac) = saved;
+    }
+
+    fn stamp(&self, state: &GcraState) -> Option<[u64; 2]> {
+        Some([state.micros, state.frac])
+    }
+
+    /// The same bucket is the same TAT, to the fraction.
+    fn is_stamped(&self, state: &GcraState, now: u64, stamp: [u64; 2]) -> bool {
+        if [state.micros, state.frac] != stamp {
+            return false;
+        }
+        let drip = u128::from(self.rate().units_per_micro);
+        let tat = u128::from(state.micros) * drip + u128::from(state.frac);
+        same_bucket(drip, tat, tat, now)
+    }
+
+    #[inline]
+    fn fixed_window(&self) -> Option<(u64, u64)> {
+        None
+    }
+
+    fn takes(&self) -> &'static [&'static str] {
+        &["rate", "per", "burst"]
+    }
+
+    fn with_limits(&self, limits: &Limits) -> Result<Gcra> {
+        let (rate, per) = limits.rate_per(self.rate());
+        Gcra::new(rate, per, limits.burst.unwrap_or(self.burst()))
+    }
+
+    fn share(&self, n: u64) -> Result<Gcra> {
+        let (r, burst) = (self.rate(), part(self.burst(), n));
+        Gcra::new(r.rate, slower(r.per, n), burst)
+            .or_else(|_| Gcra::new(r.rate, micros(r.per), burst))
     }
 }
 

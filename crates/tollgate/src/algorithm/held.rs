@@ -4,7 +4,7 @@
 //! [`Store::refund_held`](crate::Store::refund_held)). The Redis scripts
 //! `token_bucket_refund_held.lua` and `tat_refund_held.lua` compare alike.
 
-use super::{Algorithm, State, Usage};
+use super::{Algorithm, Rule, State, Usage, each_state};
 use crate::decision::Verdict;
 
 impl Algorithm {
@@ -12,19 +12,7 @@ impl Algorithm {
     /// (whole µs, fraction), the token bucket's (deficit, time). `None`
     /// for any other algorithm or a state of another one.
     pub(crate) fn stamp_of(&self, state: &State) -> Option<[u64; 2]> {
-        match (self, state) {
-            (Algorithm::TokenBucket(_), State::TokenBucket(s)) => Some([s.deficit, s.at]),
-            (Algorithm::Gcra(_), State::Gcra(s)) => Some([s.micros, s.frac]),
-            (Algorithm::TokenBucket(_) | Algorithm::Gcra(_), _)
-            | (
-                Algorithm::FixedWindow(_)
-                | Algorithm::SlidingWindow(_)
-                | Algorithm::SlidingLog(_)
-                | Algorithm::LeakyBucket(_)
-                | Algorithm::Concurrency(_),
-                _,
-            ) => None,
-        }
+        each_state!(self, state, (a, s) => a.stamp(s), _other => None)
     }
 
     /// Refunds `units` (validated: at most what the take granted) if
@@ -54,34 +42,7 @@ impl Algorithm {
 
     /// Whether `state` is the bucket `stamp` names, not full at `now`.
     fn is_stamped(&self, state: &State, now: u64, stamp: [u64; 2]) -> bool {
-        // Times in scaled units (below 2^64 · 2^13: u128).
-        let (drip, full_at, stamped) = match (self, state) {
-            (Algorithm::TokenBucket(a), State::TokenBucket(s)) => {
-                let drip = u128::from(a.rate().units_per_micro);
-                let at = |deficit: u64, time: u64| u128::from(time) * drip + u128::from(deficit);
-                (drip, at(s.deficit, s.at), at(stamp[0], stamp[1]))
-            }
-            (Algorithm::Gcra(a), State::Gcra(s)) => {
-                if [s.micros, s.frac] != stamp {
-                    return false;
-                }
-                let drip = u128::from(a.rate().units_per_micro);
-                let tat = u128::from(s.micros) * drip + u128::from(s.frac);
-                (drip, tat, tat)
-            }
-            (Algorithm::TokenBucket(_) | Algorithm::Gcra(_), _)
-            | (
-                Algorithm::FixedWindow(_)
-                | Algorithm::SlidingWindow(_)
-                | Algorithm::SlidingLog(_)
-                | Algorithm::LeakyBucket(_)
-                | Algorithm::Concurrency(_),
-                _,
-            ) => {
-                return false;
-            }
-        };
-        full_at == stamped && stamped > u128::from(now) * drip
+        each_state!(self, state, (a, s) => a.is_stamped(s, now, stamp), _other => false)
     }
 }
 

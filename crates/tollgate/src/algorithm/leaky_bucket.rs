@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
+use super::limits::Limits;
 use super::params::{Rate, RateDivisors, units_ahead};
+use super::rule::{Lease, Rule, micros, not_held, part, slower};
 use super::tat::{self, Move};
 use crate::decision::Verdict;
 use crate::{Decision, Result};
@@ -182,6 +184,63 @@ impl LeakyBucket {
             op,
             cost,
         )
+    }
+}
+
+impl Rule for LeakyBucket {
+    type State = LeakyBucketState;
+    const NAME: &'static str = "leaky_bucket";
+
+    #[inline]
+    fn largest_cost(&self) -> (u64, &'static str) {
+        (self.capacity(), "capacity")
+    }
+
+    #[inline]
+    fn time_span_micros(&self) -> u64 {
+        self.rate().per
+    }
+
+    #[inline(always)]
+    fn decide_at(&self, state: &mut LeakyBucketState, now: u64, cost: u64, _: u64) -> Verdict {
+        self.decide_micros(state, now, cost)
+    }
+
+    #[inline(always)]
+    fn move_at(&self, state: &mut LeakyBucketState, now: u64, op: Move, cost: u64) -> Verdict {
+        self.usage_micros(state, now, op, cost)
+    }
+
+    #[inline]
+    fn reservation_rate(&self) -> Option<Rate> {
+        None
+    }
+
+    #[inline]
+    fn lease(&self) -> Lease {
+        Lease::Refused
+    }
+
+    not_held!(LeakyBucketState);
+
+    #[inline]
+    fn fixed_window(&self) -> Option<(u64, u64)> {
+        None
+    }
+
+    fn takes(&self) -> &'static [&'static str] {
+        &["rate", "per", "capacity"]
+    }
+
+    fn with_limits(&self, limits: &Limits) -> Result<LeakyBucket> {
+        let (rate, per) = limits.rate_per(self.rate());
+        LeakyBucket::new(rate, per, limits.capacity.unwrap_or(self.capacity()))
+    }
+
+    fn share(&self, n: u64) -> Result<LeakyBucket> {
+        let (r, capacity) = (self.rate(), part(self.capacity(), n));
+        LeakyBucket::new(r.rate, slower(r.per, n), capacity)
+            .or_else(|_| LeakyBucket::new(r.rate, micros(r.per), capacity))
     }
 }
 

@@ -1,12 +1,17 @@
 #![doc = include_str!("../docs/algorithms.md")]
 
+// Over 400 lines on purpose: the two enums, the one list of algorithms
+// and the dispatch it writes, read together.
+
 mod calendar;
 mod concurrency;
 mod fixed_window;
 mod gcra;
 mod held;
 mod leaky_bucket;
+pub(crate) mod limits;
 mod params;
+mod rule;
 mod sliding_log;
 mod sliding_window;
 mod tat;
@@ -26,6 +31,7 @@ pub use sliding_window::{SlidingWindow, SlidingWindowState};
 pub use token_bucket::{TokenBucket, TokenBucketState};
 
 pub(crate) use params::MAX_SCALED;
+pub(crate) use rule::{Lease, Rule};
 
 use self::tat::Move;
 
@@ -109,47 +115,124 @@ pub enum State {
     Concurrency(ConcurrencyState),
 }
 
+/// The one list of algorithms: each variant of [`Algorithm`] with its
+/// parameters' type and of [`State`] with its state's. Every question the
+/// crate asks an algorithm goes through the dispatch this list writes
+/// (`each_algorithm!`, `each_state!`) to its [`Rule`] implementation; the
+/// list, the two enums above and the `From` impls below are what a new
+/// algorithm adds here.
+macro_rules! with_algorithms {
+    ($then:ident! { $($args:tt)* }) => {
+        $crate::algorithm::$then! {
+            $($args)*;
+            FixedWindow(FixedWindow, FixedWindowState),
+            SlidingWindow(SlidingWindow, SlidingWindowState),
+            SlidingLog(SlidingLog, SlidingLogState),
+            TokenBucket(TokenBucket, TokenBucketState),
+            Gcra(Gcra, GcraState),
+            LeakyBucket(LeakyBucket, LeakyBucketState),
+            Concurrency(Concurrency, ConcurrencyState)
+        }
+    };
+}
+pub(crate) use with_algorithms;
+
+/// `match` on an algorithm, each arm `$body` with `$a` its parameters (the
+/// arms of [`each_algorithm!`]).
+macro_rules! match_algorithm {
+    ($algorithm:expr, $a:ident => $body:expr; $($v:ident($p:ty, $s:ty)),*) => {
+        match $algorithm {
+            $($crate::algorithm::Algorithm::$v($a) => $body,)*
+        }
+    };
+}
+pub(crate) use match_algorithm;
+
+/// `$body` for the algorithm's parameters, named `$a`: the one dispatch
+/// from [`Algorithm`] to its [`Rule`] (static: each arm calls its type).
+macro_rules! each_algorithm {
+    ($algorithm:expr, $a:ident => $body:expr) => {
+        $crate::algorithm::with_algorithms!(match_algorithm! { $algorithm, $a => $body })
+    };
+}
+pub(crate) use each_algorithm;
+
+/// `match` on an algorithm and a state (the arms of [`each_state!`]).
+macro_rules! match_state {
+    (
+        $algorithm:expr, $state:expr, ($a:ident, $st:ident) => $body:expr, $other:ident => $mismatch:expr;
+        $($v:ident($p:ty, $s:ty)),*
+    ) => {
+        match ($algorithm, $state) {
+            $(($crate::algorithm::Algorithm::$v($a), $crate::algorithm::State::$v($st)) => $body,)*
+            ($($crate::algorithm::Algorithm::$v(_))|*, $other) => $mismatch,
+        }
+    };
+}
+pub(crate) use match_state;
+
+/// `$body` for the algorithm's parameters `$a` and its state `$st`, or
+/// `$mismatch` with `$other` the state when it is another algorithm's.
+macro_rules! each_state {
+    ($algorithm:expr, $state:expr, ($a:ident, $st:ident) => $body:expr, $other:ident => $mismatch:expr) => {
+        $crate::algorithm::with_algorithms!(match_state! {
+            $algorithm, $state, ($a, $st) => $body, $other => $mismatch
+        })
+    };
+}
+pub(crate) use each_state;
+
+/// Each algorithm's parameters into [`Algorithm`], its state into
+/// [`State`].
+macro_rules! froms {
+    (; $($v:ident($p:ty, $s:ty)),*) => {
+        $(
+            impl From<$p> for Algorithm {
+                #[inline]
+                fn from(a: $p) -> Algorithm {
+                    Algorithm::$v(a)
+                }
+            }
+
+            impl From<$s> for State {
+                #[inline]
+                fn from(s: $s) -> State {
+                    State::$v(s)
+                }
+            }
+        )*
+    };
+}
+pub(crate) use froms;
+
+with_algorithms!(froms! {});
+
 impl Algorithm {
     /// The name used in policy files: `fixed_window`, `sliding_window`,
     /// `sliding_log`, `token_bucket`, `gcra`, `leaky_bucket`, `concurrency`.
     pub fn name(&self) -> &'static str {
-        match self {
-            Algorithm::FixedWindow(_) => "fixed_window",
-            Algorithm::SlidingWindow(_) => "sliding_window",
-            Algorithm::SlidingLog(_) => "sliding_log",
-            Algorithm::TokenBucket(_) => "token_bucket",
-            Algorithm::Gcra(_) => "gcra",
-            Algorithm::LeakyBucket(_) => "leaky_bucket",
-            Algorithm::Concurrency(_) => "concurrency",
+        fn name<R: Rule>(_: &R) -> &'static str {
+            R::NAME
         }
+        each_algorithm!(self, a => name(a))
     }
 
     /// The largest cost a request can ever have: `limit`, `burst` or
     /// `capacity`, with its name.
     #[inline]
     pub fn limit(&self) -> (u64, &'static str) {
-        match self {
-            Algorithm::FixedWindow(a) => (a.limit(), "limit"),
-            Algorithm::SlidingWindow(a) => (a.limit(), "limit"),
-            Algorithm::SlidingLog(a) => (a.limit(), "limit"),
-            Algorithm::TokenBucket(a) => (a.burst(), "burst"),
-            Algorithm::Gcra(a) => (a.burst(), "burst"),
-            Algorithm::LeakyBucket(a) => (a.capacity(), "capacity"),
-            Algorithm::Concurrency(a) => (a.limit(), "limit"),
-        }
+        each_algorithm!(self, a => a.largest_cost())
     }
 
     /// A fresh state for this algorithm.
     pub fn fresh_state(&self) -> State {
-        match self {
-            Algorithm::FixedWindow(_) => State::FixedWindow(Default::default()),
-            Algorithm::SlidingWindow(_) => State::SlidingWindow(Default::default()),
-            Algorithm::SlidingLog(_) => State::SlidingLog(Default::default()),
-            Algorithm::TokenBucket(_) => State::TokenBucket(Default::default()),
-            Algorithm::Gcra(_) => State::Gcra(Default::default()),
-            Algorithm::LeakyBucket(_) => State::LeakyBucket(Default::default()),
-            Algorithm::Concurrency(_) => State::Concurrency(Default::default()),
+        fn fresh<R: Rule>(_: &R) -> State
+        where
+            R::State: Into<State>,
+        {
+            R::State::default().into()
         }
+        each_algorithm!(self, a => fresh(a))
     }
 
     /// Whether `state` belongs to this algorithm (a policy renamed onto
@@ -178,32 +261,12 @@ impl Algorithm {
         cost: u64,
         max_wait: u64,
     ) -> Verdict {
-        match (self, state) {
-            (Algorithm::FixedWindow(a), State::FixedWindow(s)) => a.decide_micros(s, now, cost),
-            (Algorithm::SlidingWindow(a), State::SlidingWindow(s)) => a.decide_micros(s, now, cost),
-            (Algorithm::SlidingLog(a), State::SlidingLog(s)) => a.decide_micros(s, now, cost),
-            (Algorithm::TokenBucket(a), State::TokenBucket(s)) => {
-                a.reserve_micros(s, now, cost, max_wait)
-            }
-            (Algorithm::Gcra(a), State::Gcra(s)) => a.reserve_micros(s, now, cost, max_wait),
-            (Algorithm::LeakyBucket(a), State::LeakyBucket(s)) => a.decide_micros(s, now, cost),
-            (Algorithm::Concurrency(a), State::Concurrency(s)) => a.peek_micros(s, now),
+        each_state!(self, state, (a, s) => a.decide_at(s, now, cost, max_wait), other => {
             // A state of another algorithm (a policy renamed onto another
             // one): made fresh, which the arms above then match.
-            (
-                Algorithm::FixedWindow(_)
-                | Algorithm::SlidingWindow(_)
-                | Algorithm::SlidingLog(_)
-                | Algorithm::TokenBucket(_)
-                | Algorithm::Gcra(_)
-                | Algorithm::LeakyBucket(_)
-                | Algorithm::Concurrency(_),
-                other,
-            ) => {
-                *other = self.fresh_state();
-                self.decide_micros(other, now, cost, max_wait)
-            }
-        }
+            *other = self.fresh_state();
+            self.decide_micros(other, now, cost, max_wait)
+        })
     }
 
     /// Applies a usage operation of `cost` at `now` (cost at most
@@ -245,42 +308,12 @@ impl Algorithm {
     /// algorithm is replaced by a fresh one first.
     #[inline(never)]
     fn move_micros(&self, state: &mut State, now: u64, op: Move, cost: u64) -> Verdict {
-        match (self, state) {
-            (Algorithm::FixedWindow(a), State::FixedWindow(s)) => match op {
-                Move::Charge => a.charge_micros(s, now, cost),
-                Move::Refund => a.refund_micros(s, now, cost),
-            },
-            (Algorithm::SlidingWindow(a), State::SlidingWindow(s)) => match op {
-                Move::Charge => a.charge_micros(s, now, cost),
-                Move::Refund => a.refund_micros(s, now, cost),
-            },
-            (Algorithm::SlidingLog(a), State::SlidingLog(s)) => match op {
-                Move::Charge => a.charge_micros(s, now, cost),
-                Move::Refund => a.refund_micros(s, now, cost),
-            },
-            (Algorithm::TokenBucket(a), State::TokenBucket(s)) => match op {
-                Move::Charge => a.charge_micros(s, now, cost),
-                Move::Refund => a.refund_micros(s, now, cost),
-            },
-            (Algorithm::Gcra(a), State::Gcra(s)) => a.usage_micros(s, now, op, cost),
-            (Algorithm::LeakyBucket(a), State::LeakyBucket(s)) => a.usage_micros(s, now, op, cost),
-            (Algorithm::Concurrency(a), State::Concurrency(s)) => a.peek_micros(s, now),
+        each_state!(self, state, (a, s) => a.move_at(s, now, op, cost), other => {
             // A state of another algorithm: made fresh, as in
             // `decide_micros`.
-            (
-                Algorithm::FixedWindow(_)
-                | Algorithm::SlidingWindow(_)
-                | Algorithm::SlidingLog(_)
-                | Algorithm::TokenBucket(_)
-                | Algorithm::Gcra(_)
-                | Algorithm::LeakyBucket(_)
-                | Algorithm::Concurrency(_),
-                other,
-            ) => {
-                *other = self.fresh_state();
-                self.move_micros(other, now, op, cost)
-            }
-        }
+            *other = self.fresh_state();
+            self.move_micros(other, now, op, cost)
+        })
     }
 
     /// A held `check_at_most` (see [`Usage::AtMostHeld`]): the bucket
@@ -337,34 +370,45 @@ impl Algorithm {
     /// at most their capacity.
     #[inline]
     fn hold_micros(&self, state: &mut State, now: u64, hold: u64) -> (u64, u64) {
-        match (self, state) {
-            (Algorithm::TokenBucket(a), State::TokenBucket(s)) => a.hold_micros(s, now, hold),
-            (Algorithm::Gcra(a), State::Gcra(s)) => a.hold_micros(s, now, hold),
-            // A bucket's state of another algorithm, which a held check
-            // made fresh before coming here; or no bucket: nothing held.
-            (Algorithm::TokenBucket(_) | Algorithm::Gcra(_), _)
-            | (
-                Algorithm::FixedWindow(_)
-                | Algorithm::SlidingWindow(_)
-                | Algorithm::SlidingLog(_)
-                | Algorithm::LeakyBucket(_)
-                | Algorithm::Concurrency(_),
-                _,
-            ) => (0, 0),
-        }
+        // A state of another algorithm, which a held check made fresh
+        // before coming here, holds nothing.
+        each_state!(self, state, (a, s) => a.hold_at(s, now, hold), _other => (0, 0))
     }
 
     /// Undoes [`hold_micros`](Self::hold_micros).
     #[inline]
-    fn unhold(&self, state: &mut State, (a, b): (u64, u64)) {
-        match state {
-            State::TokenBucket(s) => s.deficit = a,
-            State::Gcra(s) => (s.micros, s.frac) = (a, b),
-            State::FixedWindow(_)
-            | State::SlidingWindow(_)
-            | State::SlidingLog(_)
-            | State::LeakyBucket(_)
-            | State::Concurrency(_) => {}
-        }
+    fn unhold(&self, state: &mut State, saved: (u64, u64)) {
+        each_state!(self, state, (a, s) => a.unhold(s, saved), _other => {})
+    }
+
+    /// The time span the quota is counted over, µs (see
+    /// [`Policy::time_span`](crate::Policy::time_span)).
+    pub(crate) fn time_span_micros(&self) -> u64 {
+        each_algorithm!(self, a => a.time_span_micros())
+    }
+
+    /// The rate a reservation borrows at, when the algorithm reserves
+    /// (token buckets and GCRA).
+    pub(crate) fn reservation_rate(&self) -> Option<Rate> {
+        each_algorithm!(self, a => a.reservation_rate())
+    }
+
+    /// How a lease's batch of it is spent.
+    #[inline]
+    pub(crate) fn lease(&self) -> Lease {
+        each_algorithm!(self, a => a.lease())
+    }
+
+    /// A fixed window of one length (not a calendar's): its limit and
+    /// length, µs.
+    #[inline]
+    pub(crate) fn fixed_window(&self) -> Option<(u64, u64)> {
+        each_algorithm!(self, a => a.fixed_window())
+    }
+
+    /// One of `n` instances' share of these parameters (see
+    /// [`Rule::share`]).
+    pub(crate) fn share(&self, n: u64) -> crate::Result<Algorithm> {
+        each_algorithm!(self, a => a.share(n).map(Algorithm::from))
     }
 }

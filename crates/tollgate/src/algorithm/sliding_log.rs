@@ -3,7 +3,11 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use super::limits::Limits;
+use super::params::Rate;
 use super::params::{MAX_LOG_ENTRIES, MAX_OVERDRAFT, period, positive};
+use super::rule::{Lease, Rule, micros, not_held, part};
+use super::tat::Move;
 use crate::decision::Verdict;
 use crate::{Decision, Result};
 
@@ -269,6 +273,66 @@ impl SlidingLog {
             retry_after: retry_at.saturating_sub(now),
             delay: 0,
         }
+    }
+}
+
+impl Rule for SlidingLog {
+    type State = SlidingLogState;
+    const NAME: &'static str = "sliding_log";
+
+    #[inline]
+    fn largest_cost(&self) -> (u64, &'static str) {
+        (self.limit(), "limit")
+    }
+
+    #[inline]
+    fn time_span_micros(&self) -> u64 {
+        self.window_micros()
+    }
+
+    #[inline(always)]
+    fn decide_at(&self, state: &mut SlidingLogState, now: u64, cost: u64, _: u64) -> Verdict {
+        self.decide_micros(state, now, cost)
+    }
+
+    #[inline(always)]
+    fn move_at(&self, state: &mut SlidingLogState, now: u64, op: Move, cost: u64) -> Verdict {
+        match op {
+            Move::Charge => self.charge_micros(state, now, cost),
+            Move::Refund => self.refund_micros(state, now, cost),
+        }
+    }
+
+    #[inline]
+    fn reservation_rate(&self) -> Option<Rate> {
+        None
+    }
+
+    #[inline]
+    fn lease(&self) -> Lease {
+        Lease::Refused
+    }
+
+    not_held!(SlidingLogState);
+
+    #[inline]
+    fn fixed_window(&self) -> Option<(u64, u64)> {
+        None
+    }
+
+    fn takes(&self) -> &'static [&'static str] {
+        &["limit", "window"]
+    }
+
+    fn with_limits(&self, limits: &Limits) -> Result<SlidingLog> {
+        SlidingLog::new(
+            limits.limit.unwrap_or(self.limit()),
+            limits.window.unwrap_or(micros(self.window_micros())),
+        )
+    }
+
+    fn share(&self, n: u64) -> Result<SlidingLog> {
+        SlidingLog::new(part(self.limit(), n), micros(self.window_micros()))
     }
 }
 

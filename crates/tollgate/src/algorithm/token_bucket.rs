@@ -2,7 +2,10 @@
 
 use std::time::Duration;
 
+use super::limits::Limits;
 use super::params::{MAX_DEBT, Rate, RateDivisors};
+use super::rule::{Lease, Rule, micros, part, same_bucket, slower};
+use super::tat::Move;
 use crate::decision::Verdict;
 use crate::{Decision, Result};
 
@@ -245,5 +248,93 @@ impl TokenBucket {
             },
             delay: 0,
         }
+    }
+}
+
+impl Rule for TokenBucket {
+    type State = TokenBucketState;
+    const NAME: &'static str = "token_bucket";
+
+    #[inline]
+    fn largest_cost(&self) -> (u64, &'static str) {
+        (self.burst(), "burst")
+    }
+
+    #[inline]
+    fn time_span_micros(&self) -> u64 {
+        self.rate().per
+    }
+
+    #[inline(always)]
+    fn decide_at(&self, state: &mut TokenBucketState, now: u64, cost: u64, wait: u64) -> Verdict {
+        self.reserve_micros(state, now, cost, wait)
+    }
+
+    #[inline(always)]
+    fn move_at(&self, state: &mut TokenBucketState, now: u64, op: Move, cost: u64) -> Verdict {
+        match op {
+            Move::Charge => self.charge_micros(state, now, cost),
+            Move::Refund => self.refund_micros(state, now, cost),
+        }
+    }
+
+    #[inline]
+    fn reservation_rate(&self) -> Option<Rate> {
+        Some(self.rate())
+    }
+
+    #[inline]
+    fn lease(&self) -> Lease {
+        Lease::Held {
+            rate: self.rate(),
+            burst: self.burst(),
+        }
+    }
+
+    #[inline(always)]
+    fn hold_at(&self, state: &mut TokenBucketState, now: u64, hold: u64) -> (u64, u64) {
+        self.hold_micros(state, now, hold)
+    }
+
+    #[inline(always)]
+    fn unhold(&self, state: &mut TokenBucketState, (deficit, _): (u64, u64)) {
+        state.deficit = deficit;
+    }
+
+    fn stamp(&self, state: &TokenBucketState) -> Option<[u64; 2]> {
+        Some([state.deficit, state.at])
+    }
+
+    /// The same bucket is full again at the same time: `at + deficit /
+    /// drip`, whichever time its level was measured at.
+    fn is_stamped(&self, state: &TokenBucketState, now: u64, stamp: [u64; 2]) -> bool {
+        let drip = u128::from(self.rate().units_per_micro);
+        let at = |deficit: u64, time: u64| u128::from(time) * drip + u128::from(deficit);
+        same_bucket(
+            drip,
+            at(state.deficit, state.at),
+            at(stamp[0], stamp[1]),
+            now,
+        )
+    }
+
+    #[inline]
+    fn fixed_window(&self) -> Option<(u64, u64)> {
+        None
+    }
+
+    fn takes(&self) -> &'static [&'static str] {
+        &["rate", "per", "burst"]
+    }
+
+    fn with_limits(&self, limits: &Limits) -> Result<TokenBucket> {
+        let (rate, per) = limits.rate_per(self.rate());
+        TokenBucket::new(rate, per, limits.burst.unwrap_or(self.burst()))
+    }
+
+    fn share(&self, n: u64) -> Result<TokenBucket> {
+        let (r, burst) = (self.rate(), part(self.burst(), n));
+        TokenBucket::new(r.rate, slower(r.per, n), burst)
+            .or_else(|_| TokenBucket::new(r.rate, micros(r.per), burst))
     }
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use super::key::KeyRef;
 use super::{Request, Stamp};
-use crate::algorithm::{Algorithm, Usage};
+use crate::algorithm::{Lease, Usage};
 use crate::{Error, Policy, Result, validate_key};
 
 /// Proof that a call's input passed the checks of its operation: made
@@ -101,10 +101,7 @@ pub(crate) fn usage(policy: &Policy, key: &[u8], op: Usage, cost: u64) -> Result
 #[inline]
 pub(crate) fn refund_held(policy: &Policy, key: &[u8], stamp: &Stamp, units: u64) -> Result<Valid> {
     validate_key(key)?;
-    if !matches!(
-        policy.algorithm(),
-        Algorithm::TokenBucket(_) | Algorithm::Gcra(_)
-    ) {
+    if !matches!(policy.algorithm().lease(), Lease::Held { .. }) {
         return Err(Error::Unsupported {
             operation: "refund_held",
             algorithm: policy.algorithm().name(),

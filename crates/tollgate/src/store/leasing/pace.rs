@@ -1,7 +1,7 @@
 //! When a key is taken from: a bucket's hold and pace, and how long a
 //! short take's local denial lasts.
 
-use crate::algorithm::Algorithm;
+use crate::algorithm::Lease;
 use crate::{Decision, Policy};
 
 /// A saturated key (its last take was granted less than it asked) is
@@ -43,14 +43,9 @@ pub(super) struct BucketPace {
 /// A bucket's [`BucketPace`] for `cost` under a lease `interval`; `None`
 /// for a window, whose batch needs no hold.
 pub(super) fn bucket_pace(policy: &Policy, interval: u64, cost: u64) -> Option<BucketPace> {
-    let (rate, burst) = match policy.algorithm() {
-        Algorithm::TokenBucket(a) => (a.rate(), a.burst()),
-        Algorithm::Gcra(a) => (a.rate(), a.burst()),
-        Algorithm::FixedWindow(_)
-        | Algorithm::SlidingWindow(_)
-        | Algorithm::SlidingLog(_)
-        | Algorithm::LeakyBucket(_)
-        | Algorithm::Concurrency(_) => return None,
+    let (rate, burst) = match policy.algorithm().lease() {
+        Lease::Held { rate, burst } => (rate, burst),
+        Lease::Window { .. } | Lease::Refused => return None,
     };
     // Scaled units: a token is `units_per_token`, a µs refills
     // `units_per_micro`; the burst is below 2^50 of them.

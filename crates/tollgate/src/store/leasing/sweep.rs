@@ -38,8 +38,8 @@ async fn pass(inner: &Arc<Inner>) {
             0
         };
         let is_window = matches!(
-            slot.policy.algorithm(),
-            crate::Algorithm::FixedWindow(_) | crate::Algorithm::SlidingWindow(_)
+            slot.policy.algorithm().lease(),
+            crate::algorithm::Lease::Window { .. }
         );
         // A bucket's batch that ended can be spent no more: its units go
         // back at once, busy or not.

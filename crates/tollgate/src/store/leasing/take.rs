@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::LeasingStore;
 use super::pace::{SATURATED_INTERVALS, before_turn, bucket_pace, local_wait, store_retry};
 use super::slot::{Batch, MAX_UNITS, Slot, Taken};
-use crate::algorithm::Algorithm;
+use crate::algorithm::Lease;
 use crate::{Decision, Policy, Result};
 
 /// What taking a batch came to.
@@ -173,17 +173,13 @@ impl LeasingStore {
 /// window's limit over its window; none for a fixed window, whose units
 /// come back when it turns.
 fn regains(policy: &Policy, span: u64) -> u64 {
-    let rate = match policy.algorithm() {
-        Algorithm::TokenBucket(a) => a.rate(),
-        Algorithm::Gcra(a) => a.rate(),
-        Algorithm::SlidingWindow(a) => {
-            let per = u128::from(a.window_micros().max(1));
-            return (u128::from(policy.limit()) * u128::from(span) / per) as u64;
+    let rate = match policy.algorithm().lease() {
+        Lease::Held { rate, .. } => rate,
+        Lease::Window { length: 0, .. } | Lease::Refused => return 0,
+        Lease::Window { length, limit } => {
+            let per = u128::from(length);
+            return (u128::from(limit) * u128::from(span) / per) as u64;
         }
-        Algorithm::FixedWindow(_)
-        | Algorithm::SlidingLog(_)
-        | Algorithm::LeakyBucket(_)
-        | Algorithm::Concurrency(_) => return 0,
     };
     (u128::from(span) * u128::from(rate.units_per_micro) / u128::from(rate.units_per_token)) as u64
 }
@@ -204,14 +200,9 @@ pub(super) fn window_span(span: u64, until: u64, now: u64) -> u64 {
 /// A window's length in µs (0 for a fixed window, whose state resets when
 /// the window ends); `None` for a bucket.
 fn window_micros(policy: &Policy) -> Option<u64> {
-    match policy.algorithm() {
-        Algorithm::SlidingWindow(a) => Some(a.window_micros()),
-        Algorithm::FixedWindow(_) => Some(0),
-        Algorithm::SlidingLog(_)
-        | Algorithm::TokenBucket(_)
-        | Algorithm::Gcra(_)
-        | Algorithm::LeakyBucket(_)
-        | Algorithm::Concurrency(_) => None,
+    match policy.algorithm().lease() {
+        Lease::Window { length, .. } => Some(length),
+        Lease::Held { .. } | Lease::Refused => None,
     }
 }
 

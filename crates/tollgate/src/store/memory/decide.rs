@@ -249,16 +249,9 @@ fn run(algorithm: &Algorithm, state: &mut State, now: u64, op: Op) -> (Verdict, 
             }
             _ => (algorithm.decide_micros(state, now, 0, 0), 0),
         },
-        // Leases are refused before reaching here for other algorithms.
-        (
-            Algorithm::FixedWindow(_)
-            | Algorithm::SlidingWindow(_)
-            | Algorithm::SlidingLog(_)
-            | Algorithm::TokenBucket(_)
-            | Algorithm::Gcra(_)
-            | Algorithm::LeakyBucket(_),
-            Op::Acquire(_) | Op::Release(_),
-        ) => (algorithm.decide_micros(state, now, 0, 0), 0),
+        // Leases are refused before reaching here for other algorithms
+        // (a question only concurrency answers yes to).
+        (_, Op::Acquire(_) | Op::Release(_)) => (algorithm.decide_micros(state, now, 0, 0), 0),
     }
 }
 

@@ -8,17 +8,10 @@
 
 use std::time::Duration;
 
+use super::algorithm;
 use super::scripts::{Script, Scripts};
-use crate::algorithm::{
-    Algorithm, GcraState, LeakyBucketState, MAX_DEBT, MAX_EXACT, State, TokenBucketState, Usage,
-};
+use crate::algorithm::{Algorithm, MAX_DEBT, MAX_EXACT, State, Usage};
 use crate::{Decision, Error, Result, StoreErrorKind};
-
-/// The most backlog, in scaled units, a reply may name: a state's debt
-/// stays within the capacity plus the longest reservation (each below
-/// 2^50, see `Policy::validate_reservation`), or within what a charge
-/// leaves, [`MAX_DEBT`].
-const MAX_BACKLOG_UNITS: u64 = MAX_DEBT;
 
 /// A bucket on the server's clock: its interval and capacity in whole ms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,15 +30,7 @@ impl BucketExpiry {
     /// The form of a token bucket, GCRA or leaky bucket whose interval
     /// (`per / rate`) is a whole number of ms; `None` for any other policy.
     pub(super) fn of(algorithm: &Algorithm) -> Option<BucketExpiry> {
-        let (rate, tokens, tag) = match algorithm {
-            Algorithm::TokenBucket(a) => (a.rate(), a.burst(), "tbs"),
-            Algorithm::Gcra(a) => (a.rate(), a.burst(), "gcras"),
-            Algorithm::LeakyBucket(a) => (a.rate(), a.capacity(), "lbs"),
-            Algorithm::FixedWindow(_)
-            | Algorithm::SlidingWindow(_)
-            | Algorithm::SlidingLog(_)
-            | Algorithm::Concurrency(_) => return None,
-        };
+        let (rate, tokens, tag) = algorithm::bucket_expiry(algorithm)?;
         // One token is units_per_token units, units_per_micro of which
         // drip in per µs: the interval is their ratio, in µs.
         let units_per_ms = rate.units_per_micro * 1000;
@@ -224,23 +209,7 @@ impl BucketExpiry {
             .checked_mul(1000)
             .filter(|&m| m < MAX_EXACT)
             .ok_or_else(|| protocol("a backlog beyond any this policy keeps"))?;
-        Ok(match algorithm {
-            Algorithm::TokenBucket(a) => {
-                let deficit = micros
-                    .checked_mul(a.rate().units_per_micro)
-                    .filter(|&d| d <= MAX_BACKLOG_UNITS)
-                    .ok_or_else(|| protocol("a backlog beyond any this policy keeps"))?;
-                State::TokenBucket(TokenBucketState { deficit, at: 0 })
-            }
-            Algorithm::Gcra(_) => State::Gcra(GcraState { micros, frac: 0 }),
-            Algorithm::LeakyBucket(_) => State::LeakyBucket(LeakyBucketState { micros, frac: 0 }),
-            other @ (Algorithm::FixedWindow(_)
-            | Algorithm::SlidingWindow(_)
-            | Algorithm::SlidingLog(_)
-            | Algorithm::Concurrency(_)) => {
-                return Err(protocol(&format!("but the policy is a {}", other.name())));
-            }
-        })
+        algorithm::backlog_state(algorithm, micros).map_err(|why| protocol(&why))
     }
 }
 

@@ -17,8 +17,9 @@
 //   estimate of the server's clock and the deadlines);
 // - the state: `keys.rs` (the Redis key of a (policy, key) pair), `form.rs`
 //   (how a policy's state is kept: its algorithm's script or a server-clock
-//   form), `algorithm.rs` (the table of each algorithm's Redis side: key
-//   tag, scripts, numbers), `server_window.rs` / `bucket_expiry.rs` (the two
+//   form), `algorithm.rs` (the table of each algorithm's Redis side, the
+//   trait `Redis` with a row per algorithm: key tag, scripts, numbers,
+//   its bucket form, whether it may be global), `server_window.rs` / `bucket_expiry.rs` (the two
 //   server-clock forms);
 // - the operations: `store.rs` (the [`Store`](super::Store) impl, on valid
 //   input), `decide.rs` (one decision), `lease.rs` (concurrency leases),

@@ -51,25 +51,9 @@ impl ServerWindow {
     /// `None` for any other policy (a calendar window among them: its
     /// windows are not of one length).
     pub(super) fn of(algorithm: &Algorithm) -> Option<ServerWindow> {
-        match algorithm {
-            Algorithm::FixedWindow(a)
-                if a.calendar().is_none()
-                    && a.window_micros().is_multiple_of(1000)
-                    && a.limit() < SERVER_WINDOW_MAX_LIMIT =>
-            {
-                Some(ServerWindow {
-                    limit: a.limit(),
-                    window: a.window_micros(),
-                })
-            }
-            Algorithm::FixedWindow(_)
-            | Algorithm::SlidingWindow(_)
-            | Algorithm::SlidingLog(_)
-            | Algorithm::TokenBucket(_)
-            | Algorithm::Gcra(_)
-            | Algorithm::LeakyBucket(_)
-            | Algorithm::Concurrency(_) => None,
-        }
+        let (limit, window) = algorithm.fixed_window()?;
+        (window.is_multiple_of(1000) && limit < SERVER_WINDOW_MAX_LIMIT)
+            .then_some(ServerWindow { limit, window })
     }
 
     /// The script for these arguments: the form without any for a cost of

@@ -193,39 +193,7 @@ fn admitted(policy: &Policy, cost: u64) -> Decision {
 /// where `rate / n` would round). A share that cannot be expressed (a
 /// period beyond a year) keeps the rate and only divides the size.
 fn divide(policy: &Policy, n: u64) -> Policy {
-    let name = policy.name();
-    let part = |x: u64| (x / n).max(1);
-    let micros = Duration::from_micros;
-    let slower = |per: u64| micros(per.saturating_mul(n));
-    let divided = match *policy.algorithm() {
-        Algorithm::FixedWindow(a) => {
-            Policy::fixed_window(name, part(a.limit()), micros(a.window_micros()))
-        }
-        Algorithm::SlidingWindow(a) => {
-            Policy::sliding_window(name, part(a.limit()), micros(a.window_micros()))
-        }
-        Algorithm::SlidingLog(a) => {
-            Policy::sliding_log(name, part(a.limit()), micros(a.window_micros()))
-        }
-        Algorithm::TokenBucket(a) => {
-            let r = a.rate();
-            Policy::token_bucket(name, r.rate, slower(r.per), part(a.burst()))
-                .or_else(|_| Policy::token_bucket(name, r.rate, micros(r.per), part(a.burst())))
-        }
-        Algorithm::Gcra(a) => {
-            let r = a.rate();
-            Policy::gcra(name, r.rate, slower(r.per), part(a.burst()))
-                .or_else(|_| Policy::gcra(name, r.rate, micros(r.per), part(a.burst())))
-        }
-        Algorithm::LeakyBucket(a) => {
-            let r = a.rate();
-            Policy::leaky_bucket(name, r.rate, slower(r.per), part(a.capacity()))
-                .or_else(|_| Policy::leaky_bucket(name, r.rate, micros(r.per), part(a.capacity())))
-        }
-        Algorithm::Concurrency(a) => {
-            Policy::concurrency(name, part(a.limit()), micros(a.lease_micros()))
-        }
-    };
+    let divided = (policy.algorithm().share(n)).and_then(|a| Policy::new(policy.name(), a));
     // Every share is valid when the policy is (smaller sizes, the same or
     // a longer period within bounds, else the original period).
     divided.unwrap_or_else(|_| policy.clone())

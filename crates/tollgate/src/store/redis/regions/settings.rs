@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::algorithm::Algorithm;
+use super::super::algorithm;
 use crate::{Error, Policy, Result};
 
 /// The most regions (this one included).
@@ -162,23 +162,7 @@ impl Regions {
 
     /// Why `policy` cannot be global, in words, or `None` when it can.
     pub fn unsupported_reason(policy: &Policy) -> Option<&'static str> {
-        match policy.algorithm() {
-            Algorithm::FixedWindow(w) if w.calendar().is_some() => Some(
-                "a calendar window's length varies; regions must name every window alike, so only fixed-length windows can be global",
-            ),
-            Algorithm::FixedWindow(_) if policy.leased() => Some(
-                "leases take batches that may be given back, and a region's G-counter component never shrinks",
-            ),
-            Algorithm::FixedWindow(_) => None,
-            Algorithm::SlidingWindow(_)
-            | Algorithm::SlidingLog(_)
-            | Algorithm::TokenBucket(_)
-            | Algorithm::Gcra(_)
-            | Algorithm::LeakyBucket(_)
-            | Algorithm::Concurrency(_) => Some(
-                "only fixed windows can be global: a bucket refills continuously, so a region's admissions have no per-window count to replicate (see docs/regions.md)",
-            ),
-        }
+        algorithm::global(policy).err()
     }
 }
 

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use super::super::RedisStore;
+use super::super::algorithm;
 use super::super::error::{store_error, unexpected_reply};
 use super::super::pack::Arg;
 use super::super::scripts::Script;
@@ -17,7 +18,7 @@ use super::keys::window_key;
 use super::link::{Link, LinkStats};
 use super::pending::Pending;
 use super::settings::Regions;
-use crate::algorithm::{Algorithm, Usage};
+use crate::algorithm::Usage;
 use crate::store::forward::{Forward, forward};
 use crate::store::{BoxFuture, HeldGrant, Request, Stamp, Store, Valid, validate};
 use crate::{Clock, Decision, Error, Policy, Result, SystemClock};
@@ -190,15 +191,8 @@ impl RegionalStore {
     /// The Redis key of `key`'s current window under `policy` (global or
     /// not), as the decision names it.
     pub fn window_key_of(&self, policy: &Policy, key: &[u8]) -> Vec<u8> {
-        let window = match policy.algorithm() {
-            Algorithm::FixedWindow(w) => w.window_micros(),
-            Algorithm::SlidingWindow(_)
-            | Algorithm::SlidingLog(_)
-            | Algorithm::TokenBucket(_)
-            | Algorithm::Gcra(_)
-            | Algorithm::LeakyBucket(_)
-            | Algorithm::Concurrency(_) => policy.time_span().as_micros().max(1) as u64,
-        };
+        // A fixed window's time span is its length (never 0).
+        let window = policy.time_span().as_micros().max(1) as u64;
         let index = self.inner.clock.now_micros() / window;
         window_key(self.inner.local.prefix(), policy, key, window, index)
     }
@@ -206,15 +200,7 @@ impl RegionalStore {
     /// The window (µs) and limit of a global policy, or why it cannot be.
     fn window_of(&self, policy: &Policy) -> Result<(u64, u64)> {
         Regions::supports(policy)?;
-        match policy.algorithm() {
-            Algorithm::FixedWindow(w) => Ok((w.window_micros(), w.limit())),
-            Algorithm::SlidingWindow(_)
-            | Algorithm::SlidingLog(_)
-            | Algorithm::TokenBucket(_)
-            | Algorithm::Gcra(_)
-            | Algorithm::LeakyBucket(_)
-            | Algorithm::Concurrency(_) => Err(unsupported("global check", policy)),
-        }
+        algorithm::global(policy).map_err(|_| unsupported("global check", policy))
     }
 
     /// One decision of the global `policy`: one script on the local Redis.
