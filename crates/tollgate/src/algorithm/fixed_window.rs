@@ -299,10 +299,10 @@ impl Rule for FixedWindow {
     }
 
     fn with_limits(&self, limits: &Limits) -> Result<FixedWindow> {
-        let limit = limits.limit.unwrap_or(self.limit);
+        let (limit, window) = limits.limit_window(self.limit, self.window);
         match self.calendar {
             Some(c) => FixedWindow::in_calendar(limit, c.period(), c.zone()),
-            None => FixedWindow::new(limit, limits.window.unwrap_or(micros(self.window))),
+            None => FixedWindow::new(limit, window),
         }
     }
 

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::limits::Limits;
 use super::params::{Rate, RateDivisors, units_ahead};
-use super::rule::{Lease, Rule, micros, part, same_bucket, slower};
+use super::rule::{Lease, Rule, bucket_share, same_bucket};
 use super::tat::{self, Move};
 use crate::decision::Verdict;
 use crate::{Decision, Result};
@@ -301,9 +301,7 @@ impl Rule for Gcra {
     }
 
     fn share(&self, n: u64) -> Result<Gcra> {
-        let (r, burst) = (self.rate(), part(self.burst(), n));
-        Gcra::new(r.rate, slower(r.per, n), burst)
-            .or_else(|_| Gcra::new(r.rate, micros(r.per), burst))
+        bucket_share(self.rate(), self.burst(), n, Gcra::new)
     }
 }
 

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::limits::Limits;
 use super::params::{Rate, RateDivisors, units_ahead};
-use super::rule::{Lease, Rule, micros, not_held, part, slower};
+use super::rule::{Lease, Rule, bucket_share, not_held};
 use super::tat::{self, Move};
 use crate::decision::Verdict;
 use crate::{Decision, Result};
@@ -238,9 +238,7 @@ impl Rule for LeakyBucket {
     }
 
     fn share(&self, n: u64) -> Result<LeakyBucket> {
-        let (r, capacity) = (self.rate(), part(self.capacity(), n));
-        LeakyBucket::new(r.rate, slower(r.per, n), capacity)
-            .or_else(|_| LeakyBucket::new(r.rate, micros(r.per), capacity))
+        bucket_share(self.rate(), self.capacity(), n, LeakyBucket::new)
     }
 }
 

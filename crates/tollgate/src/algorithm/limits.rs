@@ -70,6 +70,15 @@ impl Limits {
         out
     }
 
+    /// A window's limit and length: these limits' where set, else
+    /// `limit` and `window` (µs).
+    pub(crate) fn limit_window(&self, limit: u64, window: u64) -> (u64, Duration) {
+        (
+            self.limit.unwrap_or(limit),
+            self.window.unwrap_or(Duration::from_micros(window)),
+        )
+    }
+
     /// A bucket's rate and period: these limits' where set, else `rate`'s.
     pub(crate) fn rate_per(&self, rate: Rate) -> (u64, Duration) {
         (

@@ -142,6 +142,19 @@ macro_rules! not_held {
 }
 pub(crate) use not_held;
 
+/// A bucket's share (see [`Rule::share`]): `new(rate, per, size)` with
+/// its size divided by `n` and its period stretched `n` times, or only
+/// its size divided when that period is out of bounds.
+pub(crate) fn bucket_share<B>(
+    rate: Rate,
+    size: u64,
+    n: u64,
+    new: fn(u64, Duration, u64) -> Result<B>,
+) -> Result<B> {
+    let size = part(size, n);
+    new(rate.rate, slower(rate.per, n), size).or_else(|_| new(rate.rate, micros(rate.per), size))
+}
+
 /// `us` µs as a duration.
 pub(crate) fn micros(us: u64) -> Duration {
     Duration::from_micros(us)

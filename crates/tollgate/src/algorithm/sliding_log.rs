@@ -325,10 +325,8 @@ impl Rule for SlidingLog {
     }
 
     fn with_limits(&self, limits: &Limits) -> Result<SlidingLog> {
-        SlidingLog::new(
-            limits.limit.unwrap_or(self.limit()),
-            limits.window.unwrap_or(micros(self.window_micros())),
-        )
+        let (limit, window) = limits.limit_window(self.limit(), self.window_micros());
+        SlidingLog::new(limit, window)
     }
 
     fn share(&self, n: u64) -> Result<SlidingLog> {

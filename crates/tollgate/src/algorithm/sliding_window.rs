@@ -289,10 +289,8 @@ impl Rule for SlidingWindow {
     }
 
     fn with_limits(&self, limits: &Limits) -> Result<SlidingWindow> {
-        SlidingWindow::new(
-            limits.limit.unwrap_or(self.limit()),
-            limits.window.unwrap_or(micros(self.window_micros())),
-        )
+        let (limit, window) = limits.limit_window(self.limit(), self.window_micros());
+        SlidingWindow::new(limit, window)
     }
 
     fn share(&self, n: u64) -> Result<SlidingWindow> {

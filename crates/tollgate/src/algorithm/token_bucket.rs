@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::limits::Limits;
 use super::params::{MAX_DEBT, Rate, RateDivisors};
-use super::rule::{Lease, Rule, micros, part, same_bucket, slower};
+use super::rule::{Lease, Rule, bucket_share, same_bucket};
 use super::tat::Move;
 use crate::decision::Verdict;
 use crate::{Decision, Result};
@@ -333,8 +333,6 @@ impl Rule for TokenBucket {
     }
 
     fn share(&self, n: u64) -> Result<TokenBucket> {
-        let (r, burst) = (self.rate(), part(self.burst(), n));
-        TokenBucket::new(r.rate, slower(r.per, n), burst)
-            .or_else(|_| TokenBucket::new(r.rate, micros(r.per), burst))
+        bucket_share(self.rate(), self.burst(), n, TokenBucket::new)
     }
 }
