@@ -11,7 +11,7 @@ use std::sync::Arc;
 use hashbrown::{HashTable, hash_table};
 
 use super::bytes::{same, sketch};
-use super::table::Entry;
+use super::stored::Entry;
 
 /// The longest selector the sketch hashes whole.
 const SKETCHED: usize = 16;

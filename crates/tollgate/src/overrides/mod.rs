@@ -50,8 +50,12 @@
 //! name and the key), so the count carries over when they change: a
 //! window raised from 100 to 1,000 after 100 requests has 900 left.
 //!
-//! With the `redis` feature, [`RedisOverrides`](crate::store::redis::RedisOverrides)
+//! With the `redis` feature, `store::redis::RedisOverrides`
 //! keeps a set in Redis, shared by every instance.
+//!
+//! This file is over 400 lines for one concept, [`Overrides`] and its
+//! methods, with the runnable example above; every part it uses has its
+//! own file below.
 
 mod bytes;
 mod entry;
@@ -61,6 +65,7 @@ mod limits;
 mod map;
 mod resolved;
 mod selector;
+mod stored;
 mod table;
 mod text;
 
@@ -76,7 +81,8 @@ pub use self::entry::{Action, MAX_OVERRIDE_TTL, Override};
 pub use self::limits::{Limits, takes};
 pub use self::resolved::ResolvedPolicy;
 pub use self::selector::Selector;
-use self::table::{Entry, Table};
+use self::stored::Entry;
+use self::table::Table;
 use crate::{Error, Policy, Result};
 
 /// The most overrides one policy may have, so that what clients can make

@@ -14,32 +14,12 @@
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
+use super::Selector;
 use super::bytes::{EXACT, PREFIX, sketch};
 use super::filter::Filter;
 use super::lead::Lead;
 use super::map::Map;
-use super::{Override, Selector};
-use crate::Policy;
-use crate::algorithm::Algorithm;
-
-/// One override as stored: the override, and its parameters applied to
-/// the policy they were checked against.
-#[derive(Debug)]
-pub(super) struct Entry {
-    pub(super) selector: Selector,
-    pub(super) over: Override,
-    /// The policy's algorithm `derived` was made from.
-    pub(super) base: Algorithm,
-    /// The override's parameters applied to `base` (for `Action::Limits`).
-    pub(super) derived: Option<Algorithm>,
-    /// The build of the policy it was checked against
-    /// ([`Policy::build`]).
-    pub(super) build: u64,
-    /// The policy that decides under it (for `Action::Limits` and
-    /// `Action::Tier`), made from that build once, so that a request under
-    /// it clones no policy.
-    pub(super) decides: Option<Arc<Policy>>,
-}
+use super::stored::Entry;
 
 /// One policy's overrides.
 #[derive(Debug, Clone)]
