@@ -17,6 +17,9 @@
 //!
 //! Kept whole on purpose: one benchmark, whose figures are compared with governor's in the same run.
 
+#[path = "support/callgrind.rs"]
+mod callgrind;
+
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::pin::pin;
@@ -462,7 +465,6 @@ const COUNTED_CALLS: u64 = 100_000;
 /// child process of this benchmark per algorithm and operation, inside
 /// [`counted`] only: repeatable where timings on a shared machine are not.
 fn usage_instructions() {
-    let exe = std::env::current_exe().expect("the benchmark's own path");
     let dir =
         std::env::temp_dir().join(format!("tollgate-memory-callgrind-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -477,26 +479,12 @@ fn usage_instructions() {
         let mut check = 0.0;
         for op in ["check", "charge", "refund", "check_at_most"] {
             let out = dir.join(format!("{}-{op}", policy.name()));
-            let status = std::process::Command::new("valgrind")
-                .args([
-                    "--tool=callgrind",
-                    "--collect-atstart=no",
-                    "--toggle-collect=*counted*",
-                ])
-                .arg(format!("--callgrind-out-file={}", out.display()))
-                .arg(&exe)
-                .env(USAGE_CALLS, format!("{}:{op}", policy.name()))
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .status()
-                .expect("valgrind (package valgrind)");
-            assert!(status.success(), "callgrind on {name} {op}: {status}");
-            let text = std::fs::read_to_string(&out).unwrap();
-            let total: f64 = text
-                .lines()
-                .find_map(|l| l.strip_prefix("totals: "))
-                .and_then(|t| t.trim().parse().ok())
-                .expect("a callgrind total");
+            let calls = format!("{}:{op}", policy.name());
+            let total = callgrind::counted_instructions(
+                &out,
+                (USAGE_CALLS, &calls),
+                &format!("{name} {op}"),
+            );
             let per_call = total / COUNTED_CALLS as f64;
             if op == "check" {
                 check = per_call;

@@ -13,6 +13,9 @@
 //! instead (needs valgrind), each row in a child process of its own:
 //! repeatable where timings on a shared machine are not.
 
+#[path = "support/callgrind.rs"]
+mod callgrind;
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -139,7 +142,6 @@ const COUNTED_CALLS: usize = 100_000;
 /// `-- --instructions`: each row in a child process under callgrind,
 /// counting inside [`counted`] only.
 fn instructions() {
-    let exe = std::env::current_exe().expect("the benchmark's own path");
     let dir = std::env::temp_dir().join(format!(
         "tollgate-overrides-callgrind-{}",
         std::process::id()
@@ -151,26 +153,7 @@ fn instructions() {
     let mut none = 0.0;
     for (row, name) in ROWS.iter().enumerate() {
         let out = dir.join(format!("row-{row}"));
-        let status = std::process::Command::new("valgrind")
-            .args([
-                "--tool=callgrind",
-                "--collect-atstart=no",
-                "--toggle-collect=*counted*",
-            ])
-            .arg(format!("--callgrind-out-file={}", out.display()))
-            .arg(&exe)
-            .env(ROW, row.to_string())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .expect("valgrind (package valgrind)");
-        assert!(status.success(), "callgrind on {name}: {status}");
-        let text = std::fs::read_to_string(&out).unwrap();
-        let total: f64 = text
-            .lines()
-            .find_map(|l| l.strip_prefix("totals: "))
-            .and_then(|t| t.trim().parse().ok())
-            .expect("a callgrind total");
+        let total = callgrind::counted_instructions(&out, (ROW, &row.to_string()), name);
         let per_call = total / COUNTED_CALLS as f64;
         if row == 0 {
             none = per_call;
