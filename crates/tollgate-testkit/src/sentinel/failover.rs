@@ -26,6 +26,10 @@ impl RedisSentinel {
         let old = self.master();
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
+            // A failover asked for earlier may have ended since.
+            if let Some(new) = self.promoted(old) {
+                return new;
+            }
             let reply = self
                 .running_sentinels()
                 .find_map(|s| {
@@ -43,11 +47,14 @@ impl RedisSentinel {
             if reply == Reply::Status("OK".into()) {
                 // A failover the sentinels abort (the replica did not
                 // report its promotion within the failover timeout, as on
-                // a busy machine) is asked for again.
+                // a busy machine) is asked for again. Until it ends, a
+                // sentinel already names the replica it is promoting, so
+                // only every sentinel naming a master that says so ends
+                // the wait.
                 let retry_at = Instant::now() + FAILOVER_TIMEOUT + Duration::from_secs(2);
                 while Instant::now() < retry_at {
-                    if self.named_master().is_some_and(|m| m.port() != old.port()) {
-                        return self.wait_for_failover(old);
+                    if let Some(new) = self.promoted(old) {
+                        return new;
                     }
                     std::thread::sleep(Duration::from_millis(20));
                 }
@@ -72,18 +79,10 @@ impl RedisSentinel {
     pub fn wait_for_failover(&self, old: &RedisServer) -> &RedisServer {
         let deadline = Instant::now() + Duration::from_secs(30) + self.down_after * 10;
         loop {
-            let named: Vec<Option<u16>> = self
-                .running_sentinels()
-                .map(|s| master_addr(s, &self.master_name).ok())
-                .collect();
-            if let Some(Some(port)) = named.first()
-                && *port != old.port()
-                && named.iter().all(|p| *p == Some(*port))
-                && let Some(new) = self.nodes.iter().find(|n| n.port() == *port)
-                && is_master(new)
-            {
+            if let Some(new) = self.promoted(old) {
                 return new;
             }
+            let named = self.named_masters();
             assert!(
                 Instant::now() < deadline,
                 "the sentinels did not promote a replica of port {} (they name {named:?}); {}",
@@ -92,6 +91,29 @@ impl RedisSentinel {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// The master every running sentinel names, when that is not `old`
+    /// and the node says it is master.
+    fn promoted(&self, old: &RedisServer) -> Option<&RedisServer> {
+        let named = self.named_masters();
+        let Some(Some(port)) = named.first() else {
+            return None;
+        };
+        if *port == old.port() || named.iter().any(|p| p != &Some(*port)) {
+            return None;
+        }
+        self.nodes
+            .iter()
+            .find(|n| n.port() == *port)
+            .filter(|n| is_master(n))
+    }
+
+    /// The master's port as each running sentinel names it.
+    fn named_masters(&self) -> Vec<Option<u16>> {
+        self.running_sentinels()
+            .map(|s| master_addr(s, &self.master_name).ok())
+            .collect()
     }
 
     /// Waits until the topology is settled, and panics with what is not
