@@ -9,6 +9,7 @@
 //! Over 400 lines on purpose: the one decision path, every endpoint's entry
 //! beside the one store step and the one count.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use tollgate::algorithm::LeaseId;
@@ -45,13 +46,17 @@ fn overridden<'p>(
 ) -> Result<Resolution<'p>, ServiceError> {
     tollgate::validate_key(key)?;
     Ok(match state.overrides.resolve(policy, key, tier)? {
-        Resolved::Decide { policy, by } => Resolution::Decide(policy, by),
+        // Owned already (`resolve` shares them): held across the store's
+        // `.await`.
+        Resolved::Decide { policy, by } => Resolution::Decide(policy, by.map(Cow::into_owned)),
         Resolved::Block { by } => {
+            let by = by.into_owned();
             let wait = policy.time_span().as_micros() as u64;
             let limit = policy.limit();
             Resolution::Decided(Decision::from_micros(false, limit, 0, wait, wait, 0), by)
         }
         Resolved::Allow { by } => {
+            let by = by.into_owned();
             let limit = policy.limit();
             Resolution::Decided(Decision::from_micros(true, limit, limit, 0, 0, 0), by)
         }

@@ -1,13 +1,15 @@
 //! A check under a policy with 10,000 overrides beside one with none, in
-//! the same run: the override's lookup ([`Overrides::resolve`]) and the
-//! memory store's check, as the service takes them for every decision.
+//! the same run: the override's lookup (in an [`Overrides::snapshot`], as
+//! a caller deciding at once takes it) and the memory store's check.
 //!
-//! `cargo bench -p tollgate --bench overrides` times four rows in short
+//! `cargo bench -p tollgate --bench overrides` times five rows in short
 //! alternating batches (each round in a new order), over 1,000 keys each:
 //! `none` (a policy without overrides), `10k, no match` (a key none of the
 //! 10,000 matches, the common case), `10k, exact` and `10k, prefix` (a key
 //! under one of the 5,000 exact overrides, or one of the 5,000 prefixes,
-//! whose parameters then decide). It prints ns per call, the median of the
+//! whose parameters then decide), and `10k, exact, shared` (the exact
+//! row through [`Overrides::resolve`], which shares what a snapshot
+//! lends). It prints ns per call, the median of the
 //! rounds, and the median of each round's ratio to `none`.
 //! `-- --instructions` counts instructions per call under callgrind
 //! instead (needs valgrind), each row in a child process of its own:
@@ -25,7 +27,15 @@ use tollgate::{Decision, Policy};
 
 /// Set in the child processes of `-- --instructions`: the row to run.
 const ROW: &str = "TOLLGATE_BENCH_OVERRIDES_ROW";
-const ROWS: [&str; 4] = ["none", "10k, no match", "10k, exact", "10k, prefix"];
+const ROWS: [&str; 5] = [
+    "none",
+    "10k, no match",
+    "10k, exact",
+    "10k, prefix",
+    "10k, exact, shared",
+];
+/// The row resolved through `Overrides::resolve` (shared, not lent).
+const SHARED: usize = 4;
 const KEYS: usize = 1_000;
 const OVERRIDES: usize = 10_000;
 
@@ -35,7 +45,7 @@ struct Bench {
     busy: Policy,
     overrides: Overrides,
     store: MemoryStore,
-    keys: [Vec<Vec<u8>>; 4],
+    keys: [Vec<Vec<u8>>; 5],
 }
 
 impl Bench {
@@ -70,6 +80,7 @@ impl Bench {
                 keys(&|i| format!("user-{i}")),
                 keys(&|i| format!("cust-{}", i * 5)),
                 keys(&|i| format!("tenant{}_x", i * 5)),
+                keys(&|i| format!("cust-{}", i * 5)),
             ],
             plain,
             busy,
@@ -78,14 +89,50 @@ impl Bench {
         }
     }
 
-    /// One decision of row `row` on its `n`th key, as the service takes it.
+    /// One decision of row `row` on its `n`th key, as a caller deciding at
+    /// once takes it: the overrides' snapshot, the key resolved in it, the
+    /// store's check.
     #[inline(always)]
     fn decide(&self, row: usize, n: usize) -> Decision {
+        let (policy, key) = self.request(row, n);
+        let overrides = self.overrides.snapshot();
+        self.check(overrides.resolve(policy, key, None).unwrap(), key)
+    }
+
+    /// [`Bench::decide`] as a caller that holds the answer across an
+    /// `.await` must (the service, tollgate-tower): the override's policy
+    /// and selector shared, not lent (the last row).
+    #[inline(always)]
+    fn decide_shared(&self, row: usize, n: usize) -> Decision {
+        let (policy, key) = self.request(row, n);
+        self.check(self.overrides.resolve(policy, key, None).unwrap(), key)
+    }
+
+    #[inline(always)]
+    fn request(&self, row: usize, n: usize) -> (&Policy, &[u8]) {
         let policy = if row == 0 { &self.plain } else { &self.busy };
-        let key = &self.keys[row][n % KEYS];
-        match self.overrides.resolve(policy, key, None).unwrap() {
+        (policy, &self.keys[row][n % KEYS])
+    }
+
+    #[inline(always)]
+    fn check(&self, resolved: Resolved<'_>, key: &[u8]) -> Decision {
+        match resolved {
             Resolved::Decide { policy, .. } => self.store.check_sync(&policy, key, 1).unwrap(),
             other => panic!("{other:?}"),
+        }
+    }
+
+    /// Row `row`'s decision on keys `n` for `n` in `ns`, each kept.
+    #[inline(always)]
+    fn run(&self, row: usize, ns: std::ops::Range<usize>) {
+        if row == SHARED {
+            for n in ns {
+                black_box(self.decide_shared(row, n));
+            }
+        } else {
+            for n in ns {
+                black_box(self.decide(row, n));
+            }
         }
     }
 
@@ -93,7 +140,12 @@ impl Bench {
     /// the policy's) before anything is measured.
     fn verify(&self) {
         for (row, name) in ROWS.iter().enumerate() {
-            let limit = self.decide(row, 1).limit;
+            let limit = if row == SHARED {
+                self.decide_shared(row, 1)
+            } else {
+                self.decide(row, 1)
+            }
+            .limit;
             let overridden = limit != 1 << 40;
             assert_eq!(overridden, row >= 2, "row {name}: limit {limit}");
         }
@@ -112,9 +164,7 @@ fn timed(bench: &Bench) {
         for turn in 0..ROWS.len() {
             let row = (turn + round) % ROWS.len();
             let start = Instant::now();
-            for n in 0..BATCH {
-                black_box(bench.decide(row, n));
-            }
+            bench.run(row, 0..BATCH);
             times[row].push(start.elapsed().as_nanos() as f64 / BATCH as f64);
         }
     }
@@ -129,7 +179,7 @@ fn timed(bench: &Bench) {
             .map(|(t, n)| t / n)
             .collect();
         println!(
-            "  {name:14} {:7.1} ns  (ratio {:.3})",
+            "  {name:18} {:7.1} ns  (ratio {:.3})",
             median(times[row].clone()),
             median(ratios)
         );
@@ -158,7 +208,7 @@ fn instructions() {
         if row == 0 {
             none = per_call;
         }
-        println!("  {name:14} {per_call:7.0}  (ratio {:.3})", per_call / none);
+        println!("  {name:18} {per_call:7.0}  (ratio {:.3})", per_call / none);
     }
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -166,9 +216,7 @@ fn instructions() {
 /// The calls callgrind counts (its `--toggle-collect`).
 #[inline(never)]
 fn counted(bench: &Bench, row: usize) {
-    for n in 0..COUNTED_CALLS {
-        black_box(bench.decide(row, n));
-    }
+    bench.run(row, 0..COUNTED_CALLS);
 }
 
 fn main() {
@@ -176,9 +224,7 @@ fn main() {
     bench.verify();
     if let Ok(row) = std::env::var(ROW) {
         let row: usize = row.parse().expect("a row");
-        for n in 0..KEYS {
-            black_box(bench.decide(row, n));
-        }
+        bench.run(row, 0..KEYS);
         counted(&bench, row);
         return;
     }

@@ -22,16 +22,26 @@ const BITS_PER_SELECTOR: usize = 16;
 impl Filter {
     /// A filter sized for `selectors` of them.
     pub(super) fn with_capacity(selectors: usize) -> Filter {
-        let words = (selectors.max(4) * BITS_PER_SELECTOR / 64).next_power_of_two();
+        Filter::with_bits(selectors.max(4) * BITS_PER_SELECTOR)
+    }
+
+    /// A filter of at least `bits` bits (a power of two words).
+    pub(super) fn with_bits(bits: usize) -> Filter {
+        let words = bits.div_ceil(64).max(1).next_power_of_two();
         Filter {
             words: vec![0; words].into_boxed_slice(),
             mask: words as u64 - 1,
         }
     }
 
+    /// How many bits it has.
+    pub(super) fn bits(&self) -> usize {
+        (self.mask as usize + 1) * 64
+    }
+
     /// How many selectors it was sized for.
     pub(super) fn capacity(&self) -> usize {
-        (self.mask as usize + 1) * 64 / BITS_PER_SELECTOR
+        self.bits() / BITS_PER_SELECTOR
     }
 
     pub(super) fn set(&mut self, hash: u64) {

@@ -4,11 +4,23 @@
 //! most keys that match nothing (most traffic) with one test, however
 //! many prefix lengths there are. A lead is one masked load of the key
 //! (two that may overlap, for a key under 8 bytes), folded once.
+//!
+//! The filter is sized by the number of distinct leads, not of
+//! selectors: selectors an operator writes share their first bytes
+//! (`cust-42`, `tenant7_*`), so 10,000 of them may have a dozen leads, a
+//! filter of one cache line that stays in L1, where one sized for every
+//! selector (64 KB for 10,000) costs every key a load from beyond it.
+
+use hashbrown::HashSet;
 
 use super::bytes::{fold, half, word};
 use super::filter::Filter;
 
 const LEAD: u64 = 0x27d4_eb2f_1656_67c5;
+
+/// Bits of filter per distinct lead, at least: one is set, so at most 1
+/// in 32 keys that match nothing passes (as the table's other filter).
+const BITS_PER_LEAD: usize = 32;
 
 /// The leads of one table's selectors.
 #[derive(Debug, Clone)]
@@ -21,11 +33,13 @@ pub(super) struct Lead {
     /// What a lead is folded with (its length's).
     tag: u64,
     filter: Filter,
+    /// The distinct leads (masked, unhashed), which size `filter`.
+    leads: HashSet<u64>,
 }
 
 impl Lead {
-    /// Leads of `shortest` bytes (8 at most), for `selectors` of them.
-    pub(super) fn new(shortest: usize, selectors: usize) -> Lead {
+    /// Leads of `shortest` bytes (8 at most), none yet.
+    pub(super) fn new(shortest: usize) -> Lead {
         let len = if shortest == usize::MAX {
             shortest
         } else {
@@ -38,9 +52,8 @@ impl Lead {
                 _ => u64::MAX,
             },
             tag: LEAD ^ (len as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
-            // Sized as the table's other filter (32 bits a selector, at
-            // most 1 in 32 false positives), one bit a lead.
-            filter: Filter::with_capacity(selectors),
+            filter: Filter::with_bits(BITS_PER_LEAD),
+            leads: HashSet::new(),
         }
     }
 
@@ -55,10 +68,28 @@ impl Lead {
         fold((first_bytes(key) & self.mask) ^ seed, self.tag)
     }
 
-    /// Adds `selector`'s lead (`selector` at least `len` long).
+    /// Adds `selector`'s lead (`selector` at least `len` long); the filter
+    /// is made again, twice the size, when the leads outgrow it.
     pub(super) fn set(&mut self, seed: u64, selector: &[u8]) {
-        let h = self.sketch(seed, selector);
-        self.filter.set_bit(h);
+        if !self.leads.insert(first_bytes(selector) & self.mask) {
+            return;
+        }
+        if self.leads.len() * BITS_PER_LEAD > self.filter.bits() {
+            // Twice what they need, so that growing costs each lead a
+            // few sets in all.
+            self.filter = Filter::with_bits(self.leads.len() * BITS_PER_LEAD * 2);
+            for &lead in &self.leads {
+                self.filter.set_bit(fold(lead ^ seed, self.tag));
+            }
+        } else {
+            self.filter.set_bit(self.sketch(seed, selector));
+        }
+    }
+
+    /// How many bits the filter has (what a lookup's test may touch).
+    #[cfg(test)]
+    pub(super) fn bits(&self) -> usize {
+        self.filter.bits()
     }
 
     /// Whether a selector may match `key` (never false when one does).

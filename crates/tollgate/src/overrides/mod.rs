@@ -13,9 +13,10 @@
 //! passes is tested at its length and at each distinct prefix length, and
 //! probes the tables only where those filters let it. An override's
 //! policy is made once, when it is set, and shared
-//! ([`ResolvedPolicy::Shared`]). Neither cost depends on how many
-//! overrides there are (the figures, beside a policy with none, are in
-//! `benches/README.md`).
+//! ([`ResolvedPolicy::Shared`]), or, resolved in a [`Snapshot`] by a
+//! caller that decides at once, lent with its selector, counting no
+//! reference. Neither cost depends on how many overrides there are (the
+//! figures, beside a policy with none, are in `benches/README.md`).
 //!
 //! ```
 //! use std::time::Duration;
@@ -41,6 +42,17 @@
 //!     other => panic!("{other:?}"),
 //! }
 //! assert!(matches!(overrides.resolve(&api, b"bad_bot", None)?, Resolved::Block { .. }));
+//!
+//! // Deciding at once (the memory store's synchronous check), a snapshot
+//! // lends the override's policy and selector instead of sharing them.
+//! let now = overrides.snapshot();
+//! match now.resolve(&api, b"acme", None)? {
+//!     Resolved::Decide { policy, by: Some(by) } => {
+//!         assert_eq!(*by, Selector::parse(b"acme")?);
+//!         assert_eq!(store.check_sync(&policy, b"acme", 1)?.remaining, 4_998);
+//!     }
+//!     other => panic!("{other:?}"),
+//! }
 //! # Ok::<(), tollgate::Error>(())
 //! # }).unwrap();
 //! ```
@@ -65,10 +77,12 @@ mod limits;
 mod map;
 mod resolved;
 mod selector;
+mod snapshot;
 mod stored;
 mod table;
 mod text;
 
+use std::borrow::Cow;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
@@ -81,6 +95,8 @@ pub use self::entry::{Action, MAX_OVERRIDE_TTL, Override};
 pub use self::limits::{Limits, takes};
 pub use self::resolved::ResolvedPolicy;
 pub use self::selector::Selector;
+pub use self::snapshot::Snapshot;
+use self::snapshot::{Found, Tables, find, unmatched};
 use self::stored::Entry;
 use self::table::Table;
 use crate::{Error, Policy, Result};
@@ -102,18 +118,19 @@ pub enum Resolved<'p> {
     Decide {
         /// The policy to decide with (same name, so the same state).
         policy: ResolvedPolicy<'p>,
-        /// The override that applies, if one does.
-        by: Option<Selector>,
+        /// The override that applies, if one does (borrowed from a
+        /// [`Snapshot`], owned from [`Overrides::resolve`]).
+        by: Option<Cow<'p, Selector>>,
     },
     /// Denied by the override `by`.
     Block {
         /// The override's selector.
-        by: Selector,
+        by: Cow<'p, Selector>,
     },
     /// Admitted, consuming nothing, by the override `by`.
     Allow {
         /// The override's selector.
-        by: Selector,
+        by: Cow<'p, Selector>,
     },
 }
 
@@ -127,7 +144,7 @@ pub struct Overrides {
 struct Inner {
     /// Policy name -> its overrides; every change swaps in a new map whose
     /// tables are shared but for the one changed.
-    tables: ArcSwap<HashMap<Arc<str>, Arc<Table>>>,
+    tables: ArcSwap<Tables>,
     /// Writers one at a time (readers never wait).
     write: Mutex<()>,
 }
@@ -308,7 +325,10 @@ impl Overrides {
     /// request's tier, if it names one): the key's override (exact, then
     /// the longest prefix), else the tier, else the policy. An unknown
     /// tier is an error naming `tier`; so is a tier on a policy without
-    /// tiers.
+    /// tiers. What it answers owns (shares) the override's policy and
+    /// selector, so that it may be held across an `.await`; a caller that
+    /// decides at once borrows them from a [`snapshot`](Self::snapshot)
+    /// instead, for less.
     ///
     /// An override made for another version of the policy (a reload
     /// changed its parameters) is applied to this one; if it no longer
@@ -320,57 +340,35 @@ impl Overrides {
         tier: Option<&str>,
     ) -> Result<Resolved<'p>> {
         let tables = self.inner.tables.load();
-        let entry = tables
-            .get(&NameOf(policy.shared_name()))
-            .and_then(|t| t.lookup(key, now_ms));
-        if let Some(e) = entry {
-            // The policy the override was set against, as it still is: its
-            // own policy, made then, decides.
-            if e.build == policy.build()
-                && e.build != 0
-                && let Some(p) = &e.decides
-            {
-                return Ok(Resolved::Decide {
-                    policy: ResolvedPolicy::Shared(p.clone()),
-                    by: Some(e.selector.clone()),
-                });
-            }
-            let by = || e.selector.clone();
-            match e.over.action() {
-                Action::Block => return Ok(Resolved::Block { by: by() }),
-                Action::Allow => return Ok(Resolved::Allow { by: by() }),
-                Action::Limits(limits) => {
-                    let algorithm = if e.base == *policy.algorithm() {
-                        e.derived
-                    } else {
-                        limits.apply(policy.algorithm()).ok()
-                    };
-                    if let Some(a) = algorithm {
-                        return Ok(Resolved::Decide {
-                            policy: ResolvedPolicy::Owned(policy.derive(a)),
-                            by: Some(by()),
-                        });
-                    }
-                }
-                Action::Tier(name) => {
-                    if let Some(p) = policy.tier(name) {
-                        return Ok(Resolved::Decide {
-                            policy: ResolvedPolicy::Owned(p),
-                            by: Some(by()),
-                        });
-                    }
-                }
-            }
-        }
-        Ok(Resolved::Decide {
-            policy: match tier {
-                None => ResolvedPolicy::Borrowed(policy),
-                Some(t) => {
-                    ResolvedPolicy::Owned(policy.tier(t).ok_or_else(|| unknown_tier(policy, t))?)
-                }
+        match find(&tables, policy, key) {
+            Found::Own(p, by) => Ok(Resolved::Decide {
+                policy: ResolvedPolicy::Shared(p.clone()),
+                by: Some(Cow::Owned(by.clone())),
+            }),
+            Found::Make(e) => match Found::made(e, policy) {
+                Some(p) => Ok(Resolved::Decide {
+                    policy: ResolvedPolicy::Owned(p),
+                    by: Some(Cow::Owned(e.selector.clone())),
+                }),
+                None => unmatched(policy, tier),
             },
-            by: None,
-        })
+            Found::Block(by) => Ok(Resolved::Block {
+                by: Cow::Owned(by.clone()),
+            }),
+            Found::Allow(by) => Ok(Resolved::Allow {
+                by: Cow::Owned(by.clone()),
+            }),
+            Found::Nothing => unmatched(policy, tier),
+        }
+    }
+
+    /// The overrides as they are now, to resolve keys against with no
+    /// reference count (see [`Snapshot`]).
+    #[inline]
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            tables: self.inner.tables.load(),
+        }
     }
 
     /// Applies `f` to a copy of `policy`'s table and swaps it in.

@@ -1,6 +1,7 @@
 //! The policy a request is decided by once its overrides are looked up:
 //! the policy itself (borrowed), a tier's (made for the request), or an
-//! override's (made once when the override was set, and shared).
+//! override's (made once when the override was set, and borrowed from a
+//! snapshot or shared).
 
 use std::ops::Deref;
 use std::sync::Arc;
@@ -13,7 +14,8 @@ use crate::Policy;
 /// override.
 #[derive(Debug, Clone)]
 pub enum ResolvedPolicy<'p> {
-    /// The policy asked about, as it is.
+    /// The policy asked about, as it is, or an override's borrowed from a
+    /// [`Snapshot`](super::Snapshot).
     Borrowed(&'p Policy),
     /// A policy made for this request (a tier the request named).
     Owned(Policy),

@@ -44,7 +44,7 @@ impl Default for Table {
             prefixes: Map::new(seed, PREFIX),
             lens: Vec::new(),
             filter: Filter::with_capacity(0),
-            lead: Lead::new(usize::MAX, 0),
+            lead: Lead::new(usize::MAX),
             seed,
         }
     }
@@ -170,11 +170,80 @@ impl Table {
     fn refilter(&mut self) {
         let mut filter = Filter::with_capacity(self.len() * 2);
         let shortest = self.entries().map(|e| e.selector.bytes().len()).min();
-        let mut lead = Lead::new(shortest.unwrap_or(usize::MAX), self.len() * 2);
+        let mut lead = Lead::new(shortest.unwrap_or(usize::MAX));
         for e in self.entries() {
             filter.set(self.sketch(&e.selector));
             lead.set(self.seed, e.selector.bytes());
         }
         (self.filter, self.lead) = (filter, lead);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::Policy;
+    use crate::overrides::{Override, checked};
+
+    fn add(table: &mut Table, policy: &Policy, selector: &str) {
+        let selector = Selector::parse(selector.as_bytes()).unwrap();
+        table.insert(checked(policy, selector, Override::block()).unwrap());
+    }
+
+    fn found(table: &Table, key: &str) -> Option<String> {
+        table
+            .lookup(key.as_bytes(), || 0)
+            .map(|e| e.selector.to_string())
+    }
+
+    #[test]
+    fn the_lead_filter_is_sized_by_distinct_leads_and_misses_no_selector() {
+        let p = Policy::fixed_window("api", 10, Duration::from_secs(1)).unwrap();
+        let mut t = Table::default();
+        // 10,000 selectors of two shapes, the shortest 6 bytes
+        // (`cust-0`): 11 leads, `cust-0` to `cust-9` and `tenant`.
+        for i in 0..5_000 {
+            add(&mut t, &p, &format!("cust-{i}"));
+            add(&mut t, &p, &format!("tenant{i}_*"));
+        }
+        assert_eq!(t.lead.len(), 6);
+        assert!(t.lead.bits() <= 1_024, "{} bits", t.lead.bits());
+        for i in (0..5_000).step_by(7) {
+            assert_eq!(found(&t, &format!("cust-{i}")), Some(format!("cust-{i}")));
+            let key = format!("tenant{i}_x");
+            assert_eq!(found(&t, &key), Some(format!("tenant{i}_*")));
+        }
+        assert_eq!(found(&t, "user-1"), None);
+
+        // Many distinct leads grow the filter as they come, and keep the
+        // keys that match nothing mostly turned away by it.
+        for i in 0..500 {
+            add(
+                &mut t,
+                &p,
+                &format!("{:08x}-k", i * 2_654_435_761_u64 % (1 << 32)),
+            );
+        }
+        assert!(t.lead.bits() >= 500 * 32, "{} bits", t.lead.bits());
+        for i in (0..500).step_by(11) {
+            let s = format!("{:08x}-k", i * 2_654_435_761_u64 % (1 << 32));
+            assert_eq!(found(&t, &s), Some(s.clone()));
+        }
+        let admitted = (0..10_000)
+            .filter(|i| t.lead.admits(t.seed, format!("zz{i:06}").as_bytes()))
+            .count();
+        assert!(admitted < 10_000 / 16, "{admitted} of 10,000 admitted");
+
+        // Removing every selector of many leads shrinks it again, and the
+        // others are still found.
+        for i in 0..500 {
+            let s = format!("{:08x}-k", i * 2_654_435_761_u64 % (1 << 32));
+            assert!(t.remove(&Selector::parse(s.as_bytes()).unwrap()).is_some());
+        }
+        assert!(t.lead.bits() <= 1_024, "{} bits", t.lead.bits());
+        assert_eq!(found(&t, "cust-4999"), Some("cust-4999".into()));
+        assert_eq!(found(&t, "tenant17_"), Some("tenant17_*".into()));
     }
 }

@@ -13,11 +13,18 @@ fn limit(n: u64) -> Override {
     })
 }
 
+/// The limit and override that decide `key`, the same whether resolved
+/// shared or in a snapshot.
 fn decided_limit(o: &Overrides, p: &Policy, key: &str) -> (u64, Option<String>) {
-    match o.resolve(p, key.as_bytes(), None).unwrap() {
+    let limit = |r: Resolved<'_>| match r {
         Resolved::Decide { policy, by } => (policy.limit(), by.map(|s| s.to_string())),
         other => panic!("{other:?}"),
-    }
+    };
+    let shared = limit(o.resolve(p, key.as_bytes(), None).unwrap());
+    let snapshot = o.snapshot();
+    let lent = limit(snapshot.resolve(p, key.as_bytes(), None).unwrap());
+    assert_eq!(shared, lent, "{key}");
+    shared
 }
 
 #[test]
