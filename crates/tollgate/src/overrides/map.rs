@@ -43,7 +43,7 @@ impl Map {
     #[inline(always)]
     pub(super) fn find(&self, bytes: &[u8], sketched: u64) -> Option<&Arc<Entry>> {
         let h = hash(self.seed, self.kind, bytes, sketched);
-        self.entries.find(h, |e| same(e.selector.bytes(), bytes))
+        self.entries.find(h, |e| e.is(bytes))
     }
 
     pub(super) fn get(&self, bytes: &[u8]) -> Option<&Arc<Entry>> {

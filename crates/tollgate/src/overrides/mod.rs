@@ -442,6 +442,7 @@ fn checked(policy: &Policy, selector: Selector, over: Override) -> Result<Entry>
         Action::Block | Action::Allow => None,
     };
     Ok(Entry {
+        head: Entry::head(&selector),
         selector,
         over,
         base: *policy.algorithm(),
