@@ -8,8 +8,9 @@
 //! The filter is sized by the number of distinct leads, not of
 //! selectors: selectors an operator writes share their first bytes
 //! (`cust-42`, `tenant7_*`), so 10,000 of them may have a dozen leads, a
-//! filter of one cache line that stays in L1, where one sized for every
-//! selector (64 KB for 10,000) costs every key a load from beyond it.
+//! filter of a cache line or two that stays in L1, where one sized for
+//! every selector (64 KB for 10,000) costs every key a load from beyond
+//! it.
 
 use hashbrown::HashSet;
 
