@@ -19,10 +19,13 @@
 //! `UNAUTHENTICATED`; a store error, or a store down under
 //! `on_failure = "deny"` is `UNAVAILABLE`.
 
+use std::future::Future;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use bytes::Bytes;
+use smallvec::SmallVec;
+
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::RateLimitOverride;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
@@ -37,8 +40,10 @@ use tonic_health::pb::health_server::{Health, HealthServer};
 use crate::config::PolicySet;
 use crate::error::{self, ServiceError};
 use crate::grpc_token::Bearer;
-use crate::grpc_unary::{self, Answer, Rls};
+use crate::grpc_unary::{self, Answer, Message, Rls};
 use crate::rls_answer::{DAY, descriptor_status, envoy_headers};
+use crate::rls_encode;
+use crate::rls_view::{Described, View};
 use crate::state::AppState;
 use crate::{decide, descriptor};
 
@@ -137,43 +142,102 @@ impl Answer for Native {
     }
 
     async fn answer(&self, request: RateLimitRequest) -> Result<RateLimitResponse, Status> {
-        let started = std::time::Instant::now();
-        let result = self.decide(request).await;
-        // The handles of the common case are resolved once (on first use,
-        // so `/metrics` shows the same series as when each request looked
-        // them up); an error's code by name.
-        static OK: OnceLock<metrics::Counter> = OnceLock::new();
-        static DURATION: OnceLock<metrics::Histogram> = OnceLock::new();
-        let by_code;
-        let requests = match &result {
-            Ok(_) => OK.get_or_init(|| {
-                metrics::counter!("tollgate_grpc_requests_total", "method" => "ShouldRateLimit", "code" => "ok")
-            }),
-            Err(status) => {
-                by_code = metrics::counter!(
-                    "tollgate_grpc_requests_total",
-                    "method" => "ShouldRateLimit",
-                    "code" => format!("{:?}", status.code()).to_lowercase()
-                );
-                &by_code
-            }
+        let set = self.state.policies();
+        measured(self.decide(&set, &View::of(&request), response)).await
+    }
+
+    /// The common message answered from its bytes into its frame
+    /// (`rls_view`, `rls_encode`), through the same decision as
+    /// [`answer`](Answer::answer); any other by prost's message.
+    async fn answer_framed(&self, message: Message) -> Result<Bytes, Status> {
+        let Message::Raw(bytes) = &message else {
+            return grpc_unary::framed_answer(self, message).await;
         };
-        requests.increment(1);
-        DURATION
-            .get_or_init(|| {
-                metrics::histogram!("tollgate_grpc_request_duration_seconds", "method" => "ShouldRateLimit")
-            })
-            .record(started.elapsed().as_secs_f64());
-        result
+        let Some(view) = View::parse(bytes) else {
+            return grpc_unary::framed_answer(self, message).await;
+        };
+        let set = self.state.policies();
+        measured(self.decide(&set, &view, rls_encode::framed)).await
+    }
+}
+
+/// `answered`, counted in the gRPC request metrics.
+async fn measured<T>(answered: impl Future<Output = Result<T, Status>>) -> Result<T, Status> {
+    let started = std::time::Instant::now();
+    let result = answered.await;
+    // The handles of the common case are resolved once (on first use,
+    // so `/metrics` shows the same series as when each request looked
+    // them up); an error's code by name.
+    static OK: OnceLock<metrics::Counter> = OnceLock::new();
+    static DURATION: OnceLock<metrics::Histogram> = OnceLock::new();
+    let by_code;
+    let requests = match &result {
+        Ok(_) => OK.get_or_init(|| {
+            metrics::counter!("tollgate_grpc_requests_total", "method" => "ShouldRateLimit", "code" => "ok")
+        }),
+        Err(status) => {
+            by_code = metrics::counter!(
+                "tollgate_grpc_requests_total",
+                "method" => "ShouldRateLimit",
+                "code" => format!("{:?}", status.code()).to_lowercase()
+            );
+            &by_code
+        }
+    };
+    requests.increment(1);
+    DURATION
+        .get_or_init(|| {
+            metrics::histogram!("tollgate_grpc_request_duration_seconds", "method" => "ShouldRateLimit")
+        })
+        .record(started.elapsed().as_secs_f64());
+    result
+}
+
+/// Each descriptor's policy and decision, in order (`None`: no table
+/// matched it).
+pub(crate) type Slots<'a> = [Option<(&'a Policy, &'a Decision)>];
+
+/// The response message of `slots`: each status, the overall code, the
+/// IETF fields (`rls_encode` writes the same bytes without it).
+pub(crate) fn response(slots: &Slots<'_>) -> RateLimitResponse {
+    let statuses = slots
+        .iter()
+        .map(|slot| match slot {
+            Some((p, d)) => descriptor_status(p, d),
+            None => DescriptorStatus {
+                code: Code::Ok as i32,
+                ..Default::default()
+            },
+        })
+        .collect();
+    let over = slots.iter().flatten().any(|(_, d)| !d.allowed);
+    let response_headers_to_add =
+        envoy_headers(RateLimitHeaders::new(slots.iter().flatten().copied()));
+    RateLimitResponse {
+        overall_code: if over { Code::OverLimit } else { Code::Ok } as i32,
+        statuses,
+        response_headers_to_add,
+        ..Default::default()
     }
 }
 
 impl Native {
-    async fn decide(&self, request: RateLimitRequest) -> Result<RateLimitResponse, Status> {
+    #[cfg(test)]
+    pub(crate) fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Decides `request`'s descriptors in one batch under `set`, and
+    /// answers what `answer` makes of the decisions.
+    pub(crate) async fn decide<T>(
+        &self,
+        set: &PolicySet,
+        request: &View<'_>,
+        answer: impl FnOnce(&Slots<'_>) -> T,
+    ) -> Result<T, Status> {
         if request.domain.is_empty() {
             return Err(Status::invalid_argument("`domain` must not be empty"));
         }
-        let set = self.state.policies();
         let default_cost = if request.hits_addend == 0 {
             1
         } else {
@@ -181,16 +245,16 @@ impl Native {
         };
         // Each descriptor's policy, key and cost, in order (`None`: no
         // table matches it); then all of them decided in one batch.
-        let mut found = Vec::with_capacity(request.descriptors.len());
+        let mut found: SmallVec<[Option<_>; 2]> = SmallVec::new();
         for (i, d) in request.descriptors.iter().enumerate() {
-            let Some((policy, key, tier)) = lookup(&set, &request.domain, i, d)? else {
+            let Some((policy, key, tier)) = lookup(set, request.domain, i, d)? else {
                 found.push(None);
                 continue;
             };
-            let cost = d.hits_addend.as_ref().map_or(default_cost, |h| h.value);
+            let cost = d.hits_addend.unwrap_or(default_cost);
             found.push(Some((policy, key, cost, tier)));
         }
-        let requests: Vec<tollgate::Request<'_>> = found
+        let requests: SmallVec<[tollgate::Request<'_>; 2]> = found
             .iter()
             .flatten()
             .map(|(policy, key, cost, _)| tollgate::Request {
@@ -199,40 +263,33 @@ impl Native {
                 cost: *cost,
             })
             .collect();
-        let tiers: Vec<Option<&str>> = found.iter().flatten().map(|f| f.3).collect();
-        let indices: Vec<usize> = (0..found.len()).filter(|&i| found[i].is_some()).collect();
+        let tiers: SmallVec<[Option<&str>; 2]> = found.iter().flatten().map(|f| f.3).collect();
+        let place = |n: usize| {
+            let i = (0..found.len()).filter(|&i| found[i].is_some()).nth(n);
+            format!("descriptor {}", i.unwrap_or(n))
+        };
         let outcomes = self
             .state
-            .check_each(&requests, &tiers, |n| format!("descriptor {}", indices[n]))
+            .check_each(&requests, &tiers, place)
             .await
             .map_err(status)?;
         let mut outcomes = outcomes.into_iter();
-        let mut statuses = Vec::with_capacity(found.len());
-        let mut decided: Vec<(ResolvedPolicy<'_>, Decision)> = Vec::new();
+        let mut decided: SmallVec<[Option<(ResolvedPolicy<'_>, Decision)>; 2]> = SmallVec::new();
         for slot in &found {
             if slot.is_none() {
-                statuses.push(DescriptorStatus {
-                    code: Code::Ok as i32,
-                    ..Default::default()
-                });
+                decided.push(None);
                 continue;
             }
             let (decision, decider, _) = outcomes
                 .next()
                 .ok_or_else(|| Status::internal("a decision missing"))?;
-            statuses.push(descriptor_status(&decider, &decision));
-            decided.push((decider, decision));
+            decided.push(Some((decider, decision)));
         }
-        let over = statuses.iter().any(|s| s.code == Code::OverLimit as i32);
-        let response_headers_to_add = envoy_headers(RateLimitHeaders::new(
-            decided.iter().map(|(p, d)| (&**p, d)),
-        ));
-        Ok(RateLimitResponse {
-            overall_code: if over { Code::OverLimit } else { Code::Ok } as i32,
-            statuses,
-            response_headers_to_add,
-            ..Default::default()
-        })
+        let slots: SmallVec<[Option<(&Policy, &Decision)>; 2]> = decided
+            .iter()
+            .map(|slot| slot.as_ref().map(|(p, d)| (&**p, d)))
+            .collect();
+        Ok(answer(&slots))
     }
 }
 
@@ -246,23 +303,19 @@ fn lookup<'s, 'e>(
     set: &'s PolicySet,
     domain: &str,
     i: usize,
-    d: &'e RateLimitDescriptor,
+    d: &Described<'e>,
 ) -> Result<Option<Limited<'s, 'e>>, Status> {
-    let entries: Vec<(&str, &str)> = d
-        .entries
-        .iter()
-        .map(|e| (e.key.as_str(), e.value.as_str()))
-        .collect();
+    let entries = &d.entries;
     Ok(match &d.limit {
         Some(limit) if descriptor::knows(&set.descriptors, domain) => {
-            let key = descriptor::key(domain, &entries);
+            let key = descriptor::key(domain, entries);
             let (policy, key) = override_policy(i, limit, &key)?;
             Some((ResolvedPolicy::Owned(policy), key, None))
         }
         Some(_) => None,
         // The tables were checked against the policies with which they
         // were loaded: a policy missing here is a bug.
-        None => descriptor::find(&set.descriptors, domain, &entries)
+        None => descriptor::find(&set.descriptors, domain, entries)
             .map(|f| match decide::policy(set, f.policy) {
                 Ok(p) => Ok((ResolvedPolicy::Borrowed(p), f.key, f.tier)),
                 Err(e) => Err(Status::internal(format!("descriptor {i}: {}", e.message()))),

@@ -25,6 +25,10 @@
 //!   `grpc-status: 0` in the trailers; an error, trailers-only
 //!   (`Status::into_http`).
 //!
+//! The first message is kept as its bytes when `rls_view` reads it (then
+//! the native mode answers it from them, `rls_encode`); any other is
+//! decoded by prost as it is read.
+//!
 //! The gRPC server (`listen/grpc.rs`) calls [`respond`] directly for
 //! `ShouldRateLimit` and routes everything else (health, unknown
 //! services) to tonic's `Routes`, where [`Rls`] is also registered as a
@@ -42,11 +46,13 @@ use http::header::CONTENT_TYPE;
 use http::{HeaderMap, HeaderValue, Request, Response};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
-use prost::Message;
+use prost::Message as _;
 use tonic::Status;
 use tonic::codegen::BoxFuture;
 use tonic::metadata::MetadataValue;
 use tonic::server::NamedService;
+
+use crate::rls_view::View;
 
 /// The service's name, as its routes and the health service know it.
 pub(crate) const SERVICE: &str = "envoy.service.ratelimit.v3.RateLimitService";
@@ -76,6 +82,43 @@ pub(crate) trait Answer: Clone + Send + Sync + 'static {
         &self,
         request: RateLimitRequest,
     ) -> impl Future<Output = Result<RateLimitResponse, Status>> + Send;
+
+    /// The call's message answered, framed: by default decoded by prost
+    /// and answered by [`answer`](Self::answer) ([`framed_answer`]); the
+    /// native mode answers the common message from its bytes.
+    fn answer_framed(
+        &self,
+        message: Message,
+    ) -> impl Future<Output = Result<Bytes, Status>> + Send {
+        framed_answer(self, message)
+    }
+}
+
+/// The call's first message: its bytes when `rls_view` reads them (the
+/// common message), else prost's decoded message.
+#[derive(Debug)]
+pub(crate) enum Message {
+    Raw(Bytes),
+    Decoded(RateLimitRequest),
+}
+
+impl Message {
+    /// Prost's decoded message.
+    pub(crate) fn decoded(self) -> Result<RateLimitRequest, Status> {
+        match self {
+            Message::Raw(bytes) => RateLimitRequest::decode(bytes).map_err(invalid),
+            Message::Decoded(request) => Ok(request),
+        }
+    }
+}
+
+/// `message` decoded by prost, answered by `answer`, framed.
+pub(crate) async fn framed_answer<A: Answer>(
+    answer: &A,
+    message: Message,
+) -> Result<Bytes, Status> {
+    let response = answer.answer(message.decoded()?).await?;
+    Ok(frame(&response))
 }
 
 /// The service as a tower service, for tonic's `Routes` and its server.
@@ -127,8 +170,8 @@ where
         Ok(message) => message,
         Err(status) => return status.into_http(),
     };
-    match answer.answer(message).await {
-        Ok(response) => encode(&response),
+    match answer.answer_framed(message).await {
+        Ok(framed) => ok(framed),
         Err(status) => status.into_http(),
     }
 }
@@ -185,7 +228,7 @@ fn frame_length(bytes: &[u8]) -> Result<usize, Status> {
 
 /// The whole frames at the front of `data`, decoded, cut off it; the
 /// first message kept in `first`. What is left is a frame not yet whole.
-fn take_frames(data: &mut Bytes, first: &mut Option<RateLimitRequest>) -> Result<(), Status> {
+fn take_frames(data: &mut Bytes, first: &mut Option<Message>) -> Result<(), Status> {
     while data.len() >= HEADER {
         let len = frame_length(data)?;
         if data.len() < HEADER + len {
@@ -193,8 +236,14 @@ fn take_frames(data: &mut Bytes, first: &mut Option<RateLimitRequest>) -> Result
         }
         let message = data.slice(HEADER..HEADER + len);
         data.advance(HEADER + len);
+        // The first message kept as bytes when the fast reader reads it
+        // (so prost would too); any other decoded here, as before.
+        if first.is_none() && View::parse(&message).is_some() {
+            *first = Some(Message::Raw(message));
+            continue;
+        }
         let request = RateLimitRequest::decode(message).map_err(invalid)?;
-        first.get_or_insert(request);
+        first.get_or_insert(Message::Decoded(request));
     }
     Ok(())
 }
@@ -202,7 +251,7 @@ fn take_frames(data: &mut Bytes, first: &mut Option<RateLimitRequest>) -> Result
 /// The request's first message, every frame of the body decoded. A body
 /// that arrives in one piece is decoded in place; one in pieces is
 /// gathered, at most one frame (4 MiB and its header) at a time.
-async fn read<B>(body: B) -> Result<RateLimitRequest, Status>
+async fn read<B>(body: B) -> Result<Message, Status>
 where
     B: Body,
     B::Error: Into<tonic::codegen::StdError>,
@@ -254,19 +303,23 @@ where
     first.ok_or_else(|| invalid("Missing request message."))
 }
 
-/// The OK answer: the message framed in one buffer, `grpc-status: 0` in
-/// the trailers.
-fn encode(response: &RateLimitResponse) -> Response<UnaryBody> {
+/// `response` framed in one buffer.
+pub(crate) fn frame(response: &RateLimitResponse) -> Bytes {
     let len = response.encoded_len();
     let mut buf = BytesMut::with_capacity(HEADER + len);
     buf.put_u8(0);
     // A message over 4 GiB cannot be: a response holds a few descriptors.
     buf.put_u32(u32::try_from(len).unwrap_or(u32::MAX));
     response.encode_raw(&mut buf);
+    buf.freeze()
+}
+
+/// The OK answer: the framed message, `grpc-status: 0` in the trailers.
+fn ok(framed: Bytes) -> Response<UnaryBody> {
     let mut trailers = HeaderMap::with_capacity(1);
     trailers.insert("grpc-status", HeaderValue::from_static("0"));
     let mut answer = Response::new(UnaryBody {
-        data: Some(buf.freeze()),
+        data: Some(framed),
         trailers: Some(trailers),
     });
     answer.headers_mut().insert(CONTENT_TYPE, GRPC);

@@ -17,6 +17,8 @@ mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 mod grpc;
+#[cfg(test)]
+mod grpc_fast_tests;
 mod grpc_tls;
 mod grpc_token;
 mod grpc_unary;
@@ -29,8 +31,10 @@ mod overrides;
 mod palette;
 mod regions;
 mod rls_answer;
+mod rls_encode;
 #[cfg(test)]
 mod rls_fuzz;
+mod rls_view;
 mod serve;
 mod simulate;
 mod state;

@@ -22,7 +22,21 @@ pub(crate) const DAY: u64 = 86_400;
 /// window (or `per`) is a whole second, minute, hour, day, week, month (30
 /// days) or year (365 days).
 pub(crate) fn current_limit(policy: &Policy) -> RateLimit {
-    let unit = match policy.time_span().as_secs() {
+    RateLimit {
+        name: policy.name().to_string(),
+        requests_per_unit: requests_per_unit(policy),
+        unit: unit(policy) as i32,
+    }
+}
+
+/// The policy's limit as Envoy's `requests_per_unit`.
+pub(crate) fn requests_per_unit(policy: &Policy) -> u32 {
+    u32::try_from(policy.limit()).unwrap_or(u32::MAX)
+}
+
+/// The policy's window (or `per`) as Envoy's unit.
+pub(crate) fn unit(policy: &Policy) -> Unit {
+    match policy.time_span().as_secs() {
         _ if policy.time_span().subsec_nanos() != 0 => Unit::Unknown,
         1 => Unit::Second,
         60 => Unit::Minute,
@@ -32,11 +46,6 @@ pub(crate) fn current_limit(policy: &Policy) -> RateLimit {
         2_592_000 => Unit::Month,
         31_536_000 => Unit::Year,
         _ => Unit::Unknown,
-    };
-    RateLimit {
-        name: policy.name().to_string(),
-        requests_per_unit: u32::try_from(policy.limit()).unwrap_or(u32::MAX),
-        unit: unit as i32,
     }
 }
 
@@ -44,21 +53,35 @@ pub(crate) fn current_limit(policy: &Policy) -> RateLimit {
 /// `OVER_LIMIT`, the policy as the current limit, the remaining quota, and
 /// until the quota resets (when admitted) or the retry (when denied).
 pub(crate) fn descriptor_status(policy: &Policy, decision: &Decision) -> DescriptorStatus {
-    let until = if decision.allowed {
+    DescriptorStatus {
+        code: code(decision) as i32,
+        current_limit: Some(current_limit(policy)),
+        limit_remaining: limit_remaining(decision),
+        duration_until_reset: Some(proto_duration(until(decision))),
+        quota: None,
+    }
+}
+
+/// A decision's code: `OK` or `OVER_LIMIT`.
+pub(crate) fn code(decision: &Decision) -> Code {
+    if decision.allowed {
+        Code::Ok
+    } else {
+        Code::OverLimit
+    }
+}
+
+/// A decision's remaining quota, as Envoy's `limit_remaining`.
+pub(crate) fn limit_remaining(decision: &Decision) -> u32 {
+    u32::try_from(decision.remaining).unwrap_or(u32::MAX)
+}
+
+/// Until the quota resets (admitted) or the retry (denied).
+pub(crate) fn until(decision: &Decision) -> Duration {
+    if decision.allowed {
         decision.reset_after
     } else {
         decision.retry_after
-    };
-    DescriptorStatus {
-        code: if decision.allowed {
-            Code::Ok
-        } else {
-            Code::OverLimit
-        } as i32,
-        current_limit: Some(current_limit(policy)),
-        limit_remaining: u32::try_from(decision.remaining).unwrap_or(u32::MAX),
-        duration_until_reset: Some(proto_duration(until)),
-        quota: None,
     }
 }
 

@@ -56,7 +56,7 @@ mod xds;
 mod yaml;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 #[cfg(test)]
 pub(crate) use config::Limit;

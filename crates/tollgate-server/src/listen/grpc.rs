@@ -13,6 +13,9 @@
 //! limits on reset streams stay on (tonic turned them off).
 
 use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use http::{HeaderMap, Request, Response};
@@ -91,45 +94,82 @@ async fn serve_plain<A: Answer>(
         .timer(TokioTimer::new())
         .keep_alive_interval(limits.http2_keepalive_interval)
         .keep_alive_timeout(limits.http2_keepalive_timeout);
-    let most = limits.body_timeout;
+    let shared = Arc::new(Shared {
+        answer,
+        routes,
+        most: limits.body_timeout,
+    });
     accept(listener, stop, move |io| {
-        let (answer, routes) = (answer.clone(), routes.clone());
+        let shared = shared.clone();
         let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-            let (answer, routes) = (answer.clone(), routes.clone());
-            async move {
-                Ok::<_, std::convert::Infallible>(call(answer, routes, request, most).await)
-            }
+            // One count per call: what a call needs is shared.
+            let shared = shared.clone();
+            async move { Ok::<_, std::convert::Infallible>(shared.call(request).await) }
         });
         builder.serve_connection(io, service).into_owned()
     })
     .await;
 }
 
-/// A call's answer: `ShouldRateLimit` answered here, the rest by the
-/// routes; `CANCELLED` once its deadline has passed.
-async fn call<A: Answer>(
+/// What every call of the server answers with: the mode's answer, the
+/// other routes, and the longest a call may take.
+struct Shared<A> {
     answer: A,
-    mut routes: Routes,
-    request: Request<Incoming>,
+    routes: Routes,
     most: Duration,
-) -> Response<Either<UnaryBody, tonic::body::Body>> {
-    let within = grpc_timeout(request.headers()).map_or(most, |t| t.min(most));
-    let answered = async {
-        if request.uri().path() == SHOULD_RATE_LIMIT {
-            respond(&answer, request).await.map(Either::Left)
+}
+
+impl<A: Answer> Shared<A> {
+    /// A call's answer: `ShouldRateLimit` answered here, the rest by the
+    /// routes; `CANCELLED` once its deadline has passed. Both answers'
+    /// futures are boxed when first polled: hyper moves the call's future
+    /// into a task of its own (tokio copies it into the task's cell), and
+    /// an async function's future is as large as its largest state (the
+    /// decision's, some kilobytes), so one allocation costs less than the
+    /// copies.
+    async fn call(
+        &self,
+        request: Request<Incoming>,
+    ) -> Response<Either<UnaryBody, tonic::body::Body>> {
+        let within = grpc_timeout(request.headers()).map_or(self.most, |t| t.min(self.most));
+        let answered = if request.uri().path() == SHOULD_RATE_LIMIT {
+            Box::pin(within_deadline(within, respond(&self.answer, request)))
+                .await
+                .map(|r| r.map(Either::Left))
         } else {
-            match routes.call(request).await {
-                Ok(response) => response.map(Either::Right),
-                Err(never) => match never {},
-            }
-        }
-    };
-    match tokio::time::timeout(within, answered).await {
-        Ok(response) => response,
-        Err(_) => Status::cancelled("Timeout expired")
-            .into_http::<UnaryBody>()
-            .map(Either::Left),
+            Box::pin(within_deadline(within, async {
+                let mut routes = self.routes.clone();
+                match routes.call(request).await {
+                    Ok(response) => response.map(Either::Right),
+                    Err(never) => match never {},
+                }
+            }))
+            .await
+        };
+        answered.unwrap_or_else(|| {
+            Status::cancelled("Timeout expired")
+                .into_http::<UnaryBody>()
+                .map(Either::Left)
+        })
     }
+}
+
+/// `answered`, or `None` once `within` has passed (as
+/// `tokio::time::timeout`, which polls the answer first too). The timer is
+/// made only when the answer is not ready when first asked (most are:
+/// the body came with the headers), and boxed, so a call pays neither the
+/// timer's registration nor its size in the call's future.
+async fn within_deadline<F: Future>(within: Duration, answered: F) -> Option<F::Output> {
+    let mut answered = std::pin::pin!(answered);
+    let mut timer: Option<Pin<Box<tokio::time::Sleep>>> = None;
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(out) = answered.as_mut().poll(cx) {
+            return Poll::Ready(Some(out));
+        }
+        let timer = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep(within)));
+        timer.as_mut().poll(cx).map(|()| None)
+    })
+    .await
 }
 
 /// The `grpc-timeout` header as a duration: at most 8 digits and a unit

@@ -8,7 +8,7 @@ mod extensions;
 mod fuzz;
 mod metadata;
 mod redis;
-mod service;
+pub(crate) mod service;
 mod validate;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;

@@ -73,7 +73,8 @@ fn harness() -> Harness {
     }
 }
 
-fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
+/// A descriptor of `entries` (key, value), nothing else set.
+pub(crate) fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
     RateLimitDescriptor {
         entries: entries
             .iter()
