@@ -109,38 +109,48 @@ pub(crate) async fn check_many_on(
 
 /// [`count`] for a decision made under an override: the same series with
 /// `override="yes"` (never the key or the selector).
-fn count_overridden(policy: &Policy, d: &Decision) {
-    let outcome = if d.allowed { "allowed" } else { "denied" };
+pub(crate) fn count_overridden(policy: &str, d: &Decision) {
+    overridden_counter(policy, d).increment(1);
+    if d.shadow {
+        tollgate::metrics::record_shadow_denial(policy);
+    }
+}
+
+/// The `tollgate_decisions_total` series of a decision like `d` made
+/// under an override of `policy` (labels in this order, so that a
+/// policy's meters, which resolve it once, count the same series).
+pub(crate) fn overridden_counter(policy: &str, d: &Decision) -> metrics::Counter {
     metrics::counter!(
         tollgate::metrics::DECISIONS,
-        "policy" => policy.name().to_owned(),
-        "outcome" => outcome,
+        "policy" => policy.to_owned(),
+        "outcome" => if d.allowed { "allowed" } else { "denied" },
         "source" => d.source.as_str(),
         "override" => "yes"
     )
-    .increment(1);
-    if d.shadow {
-        tollgate::metrics::record_shadow_denial(policy.name());
-    }
 }
 
 impl AppState {
     /// Counts decisions for the status page and in the metrics, each with
-    /// whether an override made it. A policy of the set in force, decided
-    /// without an override, counts through its meters, resolved once per
-    /// set (`meters.rs`); any other (a gRPC limit override, a policy of a
-    /// set just replaced, a decision under an override) by name.
+    /// whether an override made it. A policy of the set in force counts
+    /// through its meters, resolved once per set (`meters.rs`), and so
+    /// does a decision under an override of one (the override's policy
+    /// has its name); any other (a gRPC limit override, a tier, a policy
+    /// of a set just replaced) by name.
     fn record<'p>(&self, decided: impl IntoIterator<Item = (&'p Policy, &'p Decision, bool)>) {
         let set = self.policies();
         let stats = &self.status.stats;
         let second = stats.now();
         for (p, d, overridden) in decided {
-            match set.meters(stats, p) {
-                Some(meters) if !overridden => meters.record(second, d),
-                _ => {
+            let meters = match set.meters(stats, p) {
+                None if overridden => set.get(p.name()).and_then(|base| set.meters(stats, base)),
+                found => found,
+            };
+            match meters {
+                Some(meters) => meters.record(second, d, overridden),
+                None => {
                     stats.record_at(p.name(), second, d.allowed && !d.shadow);
                     if overridden {
-                        count_overridden(p, d);
+                        count_overridden(p.name(), d);
                     } else {
                         count(p, d);
                     }

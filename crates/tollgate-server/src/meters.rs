@@ -36,6 +36,8 @@ pub(crate) struct PolicyMeters {
     name: String,
     /// `[source][allowed]`.
     decisions: [[OnceLock<Counter>; 2]; SOURCES],
+    /// The same, of decisions made under an override (`override="yes"`).
+    overridden: [[OnceLock<Counter>; 2]; SOURCES],
     shadow: OnceLock<Counter>,
     ring: Arc<Ring>,
 }
@@ -53,28 +55,43 @@ impl PolicyMeters {
         PolicyMeters {
             name: name.to_string(),
             decisions: Default::default(),
+            overridden: Default::default(),
             shadow: OnceLock::new(),
             ring: stats.ring(name),
         }
     }
 
     /// Counts `decision`, taken in second `second` of the status page, and
-    /// in the metrics as `decide::count` does.
-    pub(crate) fn record(&self, second: u64, decision: &Decision) {
+    /// in the metrics as `decide::count` does (`decide::count_overridden`
+    /// when an override made it).
+    pub(crate) fn record(&self, second: u64, decision: &Decision, overridden: bool) {
         self.ring.add(second, decision.allowed && !decision.shadow);
         let Some(source) = source_index(decision.source) else {
-            tollgate::metrics::record_decision(&self.name, decision);
+            if overridden {
+                crate::decide::count_overridden(&self.name, decision);
+            } else {
+                tollgate::metrics::record_decision(&self.name, decision);
+            }
             return;
         };
         let outcome = usize::from(decision.allowed);
-        self.decisions[source][outcome]
+        let counters = if overridden {
+            &self.overridden
+        } else {
+            &self.decisions
+        };
+        counters[source][outcome]
             .get_or_init(|| {
-                metrics::counter!(
-                    DECISIONS,
-                    "policy" => self.name.clone(),
-                    "outcome" => if decision.allowed { "allowed" } else { "denied" },
-                    "source" => decision.source.as_str()
-                )
+                if overridden {
+                    crate::decide::overridden_counter(&self.name, decision)
+                } else {
+                    metrics::counter!(
+                        DECISIONS,
+                        "policy" => self.name.clone(),
+                        "outcome" => if decision.allowed { "allowed" } else { "denied" },
+                        "source" => decision.source.as_str()
+                    )
+                }
             })
             .increment(1);
         if decision.shadow {

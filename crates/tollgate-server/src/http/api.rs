@@ -109,8 +109,13 @@ async fn single(
         .check_overridden(policy, key.as_bytes(), cost, tier)
         .await?;
     if let Some(set) = fast
-        && by.is_none()
-        && let Some(response) = fast::answer(policy, &decider, &d, set.policy_field(&decider))
+        && let Some(response) = fast::answer(
+            policy,
+            &decider,
+            &d,
+            by.as_ref(),
+            set.policy_field(&decider),
+        )
     {
         return Ok(response);
     }

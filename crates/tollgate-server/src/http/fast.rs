@@ -15,6 +15,7 @@ use axum::body::{Body, Bytes};
 use axum::response::Response;
 use http::{HeaderValue, StatusCode, header};
 use serde::Deserialize;
+use tollgate::overrides::Selector;
 use tollgate::{Decision, Policy};
 use tollgate_tower::headers::{QuotaItem, RATELIMIT, RATELIMIT_POLICY, ceil_millis, ceil_secs};
 
@@ -93,16 +94,18 @@ fn plain(name: &str) -> bool {
     name.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\')
 }
 
-/// The answer to one check of `policy` that no override decided (its
-/// headers from `decider`, the policy or its tier): the same status,
+/// The answer to one check of `policy` (its headers from `decider`: the
+/// policy, its tier, or the override `by`'s policy): the same status,
 /// headers and body as the general path's (`api::answer` over a
 /// `DecisionBody`), `Content-Length` set, or `None` when the policy's name
-/// would need escaping. `policy_field` is `decider`'s `RateLimit-Policy`
-/// value when it was made before (`PolicySet::policy_field`).
+/// or the override's selector would need escaping. `policy_field` is
+/// `decider`'s `RateLimit-Policy` value when it was made before
+/// (`PolicySet::policy_field`).
 pub(super) fn answer(
     policy: &Policy,
     decider: &Policy,
     d: &Decision,
+    by: Option<&Selector>,
     policy_field: Option<&HeaderValue>,
 ) -> Option<Response> {
     let name = policy.name();
@@ -116,7 +119,7 @@ pub(super) fn answer(
     let body = text.part(|out| {
         write!(
             out,
-            r#"{{"allowed":{},"policy":"{name}","limit":{},"remaining":{},"reset_after_ms":{},"retry_after_ms":{},"delay_ms":{},"source":"{}"{}}}"#,
+            r#"{{"allowed":{},"policy":"{name}","limit":{},"remaining":{},"reset_after_ms":{},"retry_after_ms":{},"delay_ms":{},"source":"{}"{}"#,
             d.allowed,
             d.limit,
             d.remaining,
@@ -125,7 +128,19 @@ pub(super) fn answer(
             ceil_millis(d.delay),
             d.source.as_str(),
             if d.shadow { r#","shadow":true"# } else { "" },
-        )
+        )?;
+        if let Some(by) = by {
+            out.write_str(r#","override":""#)?;
+            let start = out.len;
+            write!(out, "{by}")?;
+            // Escaping is the general path's: its serializer writes it.
+            let written = std::str::from_utf8(&out.buf[start..out.len]).map_err(|_| std::fmt::Error)?;
+            if !plain(written) {
+                return Err(std::fmt::Error);
+            }
+            out.write_str("\"")?;
+        }
+        out.write_str("}")
     })?;
     let item = QuotaItem::of(decider, d);
     let limit = text.part(|out| item.write_limit(out))?;
@@ -187,11 +202,12 @@ mod tests {
         );
         // The fast answer sets its length; the general one has it set by
         // axum's router, after the handler.
-        let mut fast = parts(answer(policy, policy, &d, set.policy_field(policy)).unwrap()).await;
+        let mut fast =
+            parts(answer(policy, policy, &d, None, set.policy_field(policy)).unwrap()).await;
         let length = fast.1.remove(header::CONTENT_LENGTH).unwrap();
         assert_eq!(length.to_str().unwrap(), fast.2.len().to_string());
         // Without the policy's field made before, the same answer.
-        let made = parts(answer(policy, policy, &d, None).unwrap()).await;
+        let made = parts(answer(policy, policy, &d, None, None).unwrap()).await;
         assert_eq!((made.0, &made.2), (fast.0, &fast.2));
         assert_eq!(made.1.get(RATELIMIT_POLICY), fast.1.get(RATELIMIT_POLICY));
         [fast, parts(general).await]
@@ -212,6 +228,55 @@ mod tests {
         assert_eq!(seen[0], StatusCode::OK);
         let [fast, general] = both(&state, "api").await;
         assert_eq!(fast, general);
+    }
+
+    /// A key under an override (exact or prefix): the fast answer is the
+    /// general one, byte for byte, with the override named in the body and
+    /// its limit in the headers; a selector that needs escaping is left to
+    /// the general path.
+    #[tokio::test]
+    async fn an_overridden_answer_is_the_general_ones_byte_for_byte() {
+        use tollgate::overrides::{Limits, Override};
+        let state = crate::http::tests::memory().await;
+        let set = state.policies();
+        let policy = set.get("books").unwrap();
+        let five = || {
+            Override::limits(Limits {
+                limit: Some(5),
+                ..Limits::default()
+            })
+        };
+        for (selector, key) in [("vip", "vip"), ("team_*", "team_a"), ("q\"x", "q\"x")] {
+            let parsed = Selector::parse(selector.as_bytes()).unwrap();
+            state.overrides.set(policy, parsed, five()).await.unwrap();
+            let mut statuses = Vec::new();
+            for _ in 0..6 {
+                let (d, decider, by) = state
+                    .check_overridden(policy, key.as_bytes(), 1, None)
+                    .await
+                    .unwrap();
+                let by = by.expect("the override decides");
+                assert_eq!((by.to_string().as_str(), d.limit), (selector, 5));
+                let fast = answer(policy, &decider, &d, Some(&by), set.policy_field(&decider));
+                let mut body = DecisionBody::new(policy, &d);
+                body.by_override = Some(by.to_string());
+                let general = parts(api::answer(&[(&*decider, d)], CheckAnswer::One(body))).await;
+                let Some(fast) = fast else {
+                    assert_eq!(selector, "q\"x", "only a selector to escape is left");
+                    continue;
+                };
+                let mut fast = parts(fast).await;
+                fast.1.remove(header::CONTENT_LENGTH).unwrap();
+                assert_eq!(fast, general, "{selector}");
+                let json: Value = serde_json::from_slice(&fast.2).unwrap();
+                assert_eq!(json["override"], selector);
+                statuses.push(fast.0);
+            }
+            if selector != "q\"x" {
+                assert_eq!(statuses[4], StatusCode::OK, "{selector}");
+                assert_eq!(statuses[5], StatusCode::TOO_MANY_REQUESTS, "{selector}");
+            }
+        }
     }
 
     #[test]
