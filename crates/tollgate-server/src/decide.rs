@@ -107,28 +107,6 @@ pub(crate) async fn check_many_on(
     Ok(decisions)
 }
 
-/// [`count`] for a decision made under an override: the same series with
-/// `override="yes"` (never the key or the selector).
-pub(crate) fn count_overridden(policy: &str, d: &Decision) {
-    overridden_counter(policy, d).increment(1);
-    if d.shadow {
-        tollgate::metrics::record_shadow_denial(policy);
-    }
-}
-
-/// The `tollgate_decisions_total` series of a decision like `d` made
-/// under an override of `policy` (labels in this order, so that a
-/// policy's meters, which resolve it once, count the same series).
-pub(crate) fn overridden_counter(policy: &str, d: &Decision) -> metrics::Counter {
-    metrics::counter!(
-        tollgate::metrics::DECISIONS,
-        "policy" => policy.to_owned(),
-        "outcome" => if d.allowed { "allowed" } else { "denied" },
-        "source" => d.source.as_str(),
-        "override" => "yes"
-    )
-}
-
 impl AppState {
     /// Counts decisions for the status page and in the metrics, each with
     /// whether an override made it. A policy of the set in force counts
@@ -150,7 +128,7 @@ impl AppState {
                 None => {
                     stats.record_at(p.name(), second, d.allowed && !d.shadow);
                     if overridden {
-                        count_overridden(p.name(), d);
+                        crate::meters::count_overridden(p.name(), d);
                     } else {
                         count(p, d);
                     }

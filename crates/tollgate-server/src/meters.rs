@@ -1,5 +1,6 @@
 //! What a decision counts, resolved once rather than per decision: each
-//! policy's `tollgate_decisions_total` counters (by outcome and source),
+//! policy's `tollgate_decisions_total` counters (by outcome and source,
+//! and those of decisions under an override, `override="yes"`),
 //! its `tollgate_shadow_denials_total` counter and its status-page ring.
 //! A policy set (`config::PolicySet`, swapped whole on reload) holds one
 //! [`PolicyMeters`] per policy; a counter is registered with the recorder
@@ -62,13 +63,13 @@ impl PolicyMeters {
     }
 
     /// Counts `decision`, taken in second `second` of the status page, and
-    /// in the metrics as `decide::count` does (`decide::count_overridden`
-    /// when an override made it).
+    /// in the metrics as `decide::count` does ([`count_overridden`] when
+    /// an override made it).
     pub(crate) fn record(&self, second: u64, decision: &Decision, overridden: bool) {
         self.ring.add(second, decision.allowed && !decision.shadow);
         let Some(source) = source_index(decision.source) else {
             if overridden {
-                crate::decide::count_overridden(&self.name, decision);
+                count_overridden(&self.name, decision);
             } else {
                 tollgate::metrics::record_decision(&self.name, decision);
             }
@@ -83,7 +84,7 @@ impl PolicyMeters {
         counters[source][outcome]
             .get_or_init(|| {
                 if overridden {
-                    crate::decide::overridden_counter(&self.name, decision)
+                    overridden_counter(&self.name, decision)
                 } else {
                     metrics::counter!(
                         DECISIONS,
@@ -100,4 +101,26 @@ impl PolicyMeters {
                 .increment(1);
         }
     }
+}
+
+/// `decide::count` for a decision made under an override: the same
+/// series with `override="yes"` (never the key or the selector).
+pub(crate) fn count_overridden(policy: &str, d: &Decision) {
+    overridden_counter(policy, d).increment(1);
+    if d.shadow {
+        tollgate::metrics::record_shadow_denial(policy);
+    }
+}
+
+/// The `tollgate_decisions_total` series of a decision like `d` made
+/// under an override of `policy` (labels in this order, so that a
+/// policy's meters, which resolve it once, count the same series).
+fn overridden_counter(policy: &str, d: &Decision) -> metrics::Counter {
+    metrics::counter!(
+        DECISIONS,
+        "policy" => policy.to_owned(),
+        "outcome" => if d.allowed { "allowed" } else { "denied" },
+        "source" => d.source.as_str(),
+        "override" => "yes"
+    )
 }
