@@ -120,7 +120,7 @@ impl AppState {
         let second = stats.now();
         for (p, d, overridden) in decided {
             let meters = match set.meters(stats, p) {
-                None if overridden => set.get(p.name()).and_then(|base| set.meters(stats, base)),
+                None if overridden => set.meters_named(stats, p.name()),
                 found => found,
             };
             match meters {

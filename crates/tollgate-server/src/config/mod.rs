@@ -130,6 +130,18 @@ impl PolicySet {
     /// made for one request, such as a gRPC limit override).
     pub(crate) fn meters(&self, stats: &Stats, policy: &Policy) -> Option<&PolicyMeters> {
         let i = self.policies.iter().position(|p| std::ptr::eq(p, policy))?;
+        self.meters_at(stats, i)
+    }
+
+    /// The meters of this set's policy named `name` (a decision under an
+    /// override counts in its policy's).
+    pub(crate) fn meters_named(&self, stats: &Stats, name: &str) -> Option<&PolicyMeters> {
+        let i = self.policies.iter().position(|p| p.name() == name)?;
+        self.meters_at(stats, i)
+    }
+
+    /// The meters of the `i`th policy, made for every policy on first use.
+    fn meters_at(&self, stats: &Stats, i: usize) -> Option<&PolicyMeters> {
         let meters = self.meters.get_or_init(|| {
             self.policies
                 .iter()
