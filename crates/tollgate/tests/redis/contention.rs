@@ -77,6 +77,30 @@ fn fixed_window_bound(admitted: &[Admitted], limit: u64, w: u64) -> usize {
     per_window.len()
 }
 
+/// The most 2 s runs [`hammer_windows`] makes.
+const HAMMERS: usize = 15;
+
+/// Runs [`hammer`] on a fixed window of `w` µs, 2 s at a time, until its
+/// admissions lie certainly inside (sent and answered in) at least two
+/// windows, so that a boundary was crossed, or [`HAMMERS`] runs have been
+/// made; every window holds at most `limit` throughout ([`fixed_window_bound`]
+/// over all the runs' admissions: they are real ones on one key, in real
+/// time). Returns how many windows had any. One run was not always
+/// enough: on a loaded machine few calls to a cluster are answered inside
+/// the 100 ms window they were sent in.
+async fn hammer_windows(store: &Arc<RedisStore>, policy: Arc<Policy>, limit: u64, w: u64) -> usize {
+    let mut admitted = Vec::new();
+    let mut windows = 0;
+    for _ in 0..HAMMERS {
+        admitted.extend(hammer(store.clone(), policy.clone(), Duration::from_secs(2)).await);
+        windows = fixed_window_bound(&admitted, limit, w);
+        if windows >= 2 {
+            break;
+        }
+    }
+    windows
+}
+
 fn contention(deployment: Deployment) {
     let rt = runtime();
     rt.block_on(async {
@@ -103,11 +127,10 @@ fn contention(deployment: Deployment) {
         // machine sees fewer windows; two are enough to cross a boundary.)
         let (limit, w) = (8u64, 100_000u64);
         let fw = Arc::new(Policy::fixed_window("short", limit, Duration::from_micros(w)).unwrap());
-        let admitted = hammer(store.clone(), fw, run).await;
-        let windows = fixed_window_bound(&admitted, limit, w);
+        let windows = hammer_windows(&store, fw, limit, w).await;
         assert!(
             windows >= 2,
-            "admissions in only {windows} windows of 100 ms over 2 s"
+            "admissions in only {windows} windows of 100 ms over {HAMMERS} runs of 2 s"
         );
 
         // The same with a window of 100.5 ms, not whole ms: the form that
@@ -116,11 +139,10 @@ fn contention(deployment: Deployment) {
         let w = 100_500u64;
         let fw = Policy::fixed_window("short-us", limit, Duration::from_micros(w)).unwrap();
         assert!(store.key_of(&fw, b"hot").ends_with(b":fw"));
-        let admitted = hammer(store.clone(), Arc::new(fw), run).await;
-        let windows = fixed_window_bound(&admitted, limit, w);
+        let windows = hammer_windows(&store, Arc::new(fw), limit, w).await;
         assert!(
             windows >= 2,
-            "admissions in only {windows} windows of 100.5 ms over 2 s"
+            "admissions in only {windows} windows of 100.5 ms over {HAMMERS} runs of 2 s"
         );
 
         // Sliding log: at most `limit` in every window-long interval.
