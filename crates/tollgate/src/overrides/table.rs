@@ -231,8 +231,12 @@ mod tests {
             let s = format!("{:08x}-k", i * 2_654_435_761_u64 % (1 << 32));
             assert_eq!(found(&t, &s), Some(s.clone()));
         }
+        // 10,000 keys of 10,000 distinct leads (their first 6 bytes): the
+        // share turned away is then measured over independent tests (with
+        // `zz` first, the keys had 1,000 leads, each counted ten times, and
+        // the share swung with the table's random seed: 7% once).
         let admitted = (0..10_000)
-            .filter(|i| t.lead.admits(t.seed, format!("zz{i:06}").as_bytes()))
+            .filter(|i| t.lead.admits(t.seed, format!("{i:06}zz").as_bytes()))
             .count();
         assert!(admitted < 10_000 / 16, "{admitted} of 10,000 admitted");
 
