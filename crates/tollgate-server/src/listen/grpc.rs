@@ -1,5 +1,6 @@
 //! The gRPC server of both modes on a [`Listener`]. Without TLS it is
-//! hyper's HTTP/2 server (as the HTTP API's, `serving.rs`), and
+//! hyper's HTTP/2 server (as the HTTP API's, `serving.rs`; each call
+//! answered in the connection's task when it can be, `inline.rs`), and
 //! `ShouldRateLimit` is answered straight from it (`grpc_unary::respond`);
 //! every other path goes to tonic's `Routes` (the health service, the
 //! rate limit service's other paths, `UNIMPLEMENTED` for the rest). With
@@ -21,13 +22,14 @@ use std::time::Duration;
 use http::{HeaderMap, Request, Response};
 use http_body_util::Either;
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::rt::TokioTimer;
 use hyper_util::server::conn::auto;
 use tonic::Status;
 use tonic::service::Routes;
 use tonic_health::pb::health_server::{Health, HealthServer};
 use tower::Service;
 
+use super::inline::AnswerInline;
 use super::listener::Listener;
 use super::serving::accept;
 use crate::config::ConnectionLimits;
@@ -88,7 +90,7 @@ async fn serve_plain<A: Answer>(
     limits: &ConnectionLimits,
     stop: impl Future<Output = ()>,
 ) {
-    let mut builder = auto::Builder::new(TokioExecutor::new()).http2_only();
+    let mut builder = auto::Builder::new(AnswerInline).http2_only();
     builder
         .http2()
         .timer(TokioTimer::new())

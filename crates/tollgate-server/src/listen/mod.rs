@@ -1,6 +1,7 @@
 //! The plumbing both services share, native (`serve/`) and ERL mode
 //! (`erl/serve.rs`): the connection-capped [`listener`], [`serving`] the
-//! HTTP API and [`grpc`] on it, the stop signal both servers wait on, and the
+//! HTTP API and [`grpc`] on it (HTTP/2 streams polled first in their
+//! connection's task, `inline.rs`), the stop signal both servers wait on, and the
 //! exit code once they have stopped. A leaf: it imports neither `serve/`
 //! nor `erl/`, so that `serve/` can dispatch to ERL mode without ERL mode
 //! importing anything back.
@@ -9,6 +10,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 
 pub(crate) mod grpc;
+mod inline;
 pub(crate) mod listener;
 pub(crate) mod serving;
 

@@ -1,6 +1,8 @@
 //! Serving on a [`Listener`]: the HTTP API's connections through hyper,
 //! with the `[server]` limits set where hyper has them (the HTTP/1 head's
-//! timeout, the HTTP/2 keepalive) and a deadline on every request body.
+//! timeout, the HTTP/2 keepalive) and a deadline on every request body;
+//! an HTTP/2 stream is answered in its connection's task when it can be
+//! (`inline.rs`).
 //! The gRPC listener's server is `grpc.rs`.
 
 use std::future::Future;
@@ -9,12 +11,13 @@ use axum::Router;
 use axum::body::Body;
 use futures_util::StreamExt;
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::{GracefulConnection, GracefulShutdown};
 use hyper_util::service::TowerToHyperService;
 use tower::ServiceExt;
 
+use super::inline::AnswerInline;
 use super::listener::{Connection, Listener};
 use crate::config::ConnectionLimits;
 use crate::http::{MAX_HEAD, TimedBody};
@@ -27,7 +30,7 @@ pub(crate) async fn serve_http(
     limits: ConnectionLimits,
     stop: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
-    let mut builder = auto::Builder::new(TokioExecutor::new());
+    let mut builder = auto::Builder::new(AnswerInline);
     builder
         .http1()
         .timer(TokioTimer::new())
