@@ -102,14 +102,21 @@ fn write_name(out: &mut impl Write, name: &str) -> std::fmt::Result {
     out.write_char('"')
 }
 
+/// `label` and `n` (as `write!` would write them, without its
+/// formatting machinery: these are written on every decision).
+fn write_param(out: &mut impl Write, label: &str, n: u64) -> std::fmt::Result {
+    out.write_str(label)?;
+    out.write_str(itoa::Buffer::new().format(n))
+}
+
 impl QuotaItem<'_> {
     /// Writes the item's part of `RateLimit-Policy` (for callers that
     /// format the field themselves, beside other text).
     pub fn write_policy(&self, out: &mut impl Write) -> std::fmt::Result {
         write_name(out, self.name)?;
-        write!(out, ";q={}", self.quota)?;
+        write_param(out, ";q=", self.quota)?;
         match self.window {
-            Some(w) => write!(out, ";w={w}"),
+            Some(w) => write_param(out, ";w=", w),
             None => out.write_str(";qu=\"concurrent-requests\""),
         }
     }
@@ -118,9 +125,9 @@ impl QuotaItem<'_> {
     /// field themselves, beside other text).
     pub fn write_limit(&self, out: &mut impl Write) -> std::fmt::Result {
         write_name(out, self.name)?;
-        write!(out, ";r={}", self.remaining)?;
+        write_param(out, ";r=", self.remaining)?;
         if let (Some(_), Some(t)) = (self.window, self.reset) {
-            write!(out, ";t={t}")?;
+            write_param(out, ";t=", t)?;
         }
         Ok(())
     }

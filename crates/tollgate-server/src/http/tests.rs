@@ -36,6 +36,13 @@ name = "reports"
 algorithm = "concurrency"
 limit = 1
 lease = "30s"
+
+[[policy]]
+name = "audit"
+algorithm = "fixed_window"
+limit = 1
+window = "1h"
+mode = "shadow"
 "#;
 
 /// The state of a service on `settings`, with `token` and, with
@@ -221,7 +228,7 @@ async fn the_read_only_routes_answer() {
         .iter()
         .map(|p| p["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["books", "api", "reports"]);
+    assert_eq!(names, ["books", "api", "reports", "audit"]);
     let r = get(&s, "/healthz").await;
     assert_eq!((r.status, r.text.as_str()), (StatusCode::OK, "ok\n"));
     let r = get(&s, "/readyz").await;
