@@ -10,8 +10,9 @@
 //! swapped whole on each change, per policy). A bit filter of every
 //! selector's leading bytes is asked first, so that a key no override
 //! matches is turned away by one test and probes no hash table; one that
-//! passes is tested at its length and at each distinct prefix length, and
-//! probes the tables only where those filters let it. An override's
+//! passes probes the exact keys' table (one slot read on a miss), then
+//! is tested at each distinct prefix length, and probes the prefixes'
+//! table only where that filter lets it. An override's
 //! policy is made once, when it is set, and shared
 //! ([`ResolvedPolicy::Shared`]), or, resolved in a [`Snapshot`] by a
 //! caller that decides at once, lent with its selector, counting no

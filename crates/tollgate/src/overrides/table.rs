@@ -1,15 +1,16 @@
 //! One policy's overrides, as lookups read them: exact keys in one hash
-//! map, prefixes in another with the lengths present, and bit filters
-//! (`filter.rs`) asked before either map is probed.
+//! map (`map.rs`), prefixes in another with the lengths present, and bit
+//! filters (`filter.rs`, `lead.rs`) asked before the maps are probed.
 //!
 //! A lookup tests the key's lead first (`lead.rs`: one test turns away
-//! most keys that match nothing), then the exact key, then each prefix length present (a few, in practice:
-//! prefixes such as `trial_` or `org-42:` come in a handful of lengths
-//! however many there are), and probes a map (foldhash, the whole
-//! selector) only where the filter lets it through, longest prefix
-//! first (the filters' hashes are `bytes.rs`'s sketches). A key that no
-//! override matches, most traffic, costs one test, or a few per length,
-//! and no probe; nothing is allocated.
+//! most keys that match nothing), then probes the exact map at once (a
+//! miss there reads one slot, as a filter's test would), then tests each
+//! prefix length present (a few, in practice: prefixes such as `trial_`
+//! or `org-42:` come in a handful of lengths however many there are) and
+//! probes the prefix map only where the prefixes' filter lets it through,
+//! longest prefix first (the filters' hashes are `bytes.rs`'s sketches).
+//! A key that no override matches, most traffic, costs one test, or a few
+//! per length, and no probe; nothing is allocated.
 
 use std::hash::BuildHasher;
 use std::sync::Arc;
@@ -28,7 +29,8 @@ pub(super) struct Table {
     prefixes: Map,
     /// The distinct lengths in `prefixes`, longest first.
     lens: Vec<usize>,
-    /// Every selector's [`sketch`], so that most keys probe no map.
+    /// Every prefix's [`sketch`], so that most prefix lengths probe no
+    /// map (the exact map is probed at once: see [`Table::lookup`]).
     filter: Filter,
     /// Every selector's first bytes, as many as the shortest has.
     lead: Lead,
@@ -59,13 +61,16 @@ impl Table {
             return None;
         }
         let live = |e: &&Arc<Entry>| e.over.expires_at().is_none_or(|at| at > now_ms());
-        if !self.exact.is_empty() {
-            let h = sketch(self.seed, key, key.len(), EXACT);
-            if self.filter.has(h)
-                && let Some(e) = self.exact.find(key, h).filter(live)
-            {
-                return Some(e);
-            }
+        // The exact map is probed at once: a probe that misses reads one
+        // slot, no more than the filter's test would, and a hit is spared
+        // that test (and its cache line).
+        if !self.exact.is_empty()
+            && let Some(e) = self
+                .exact
+                .find(key, sketch(self.seed, key, key.len(), EXACT))
+                .filter(live)
+        {
+            return Some(e);
         }
         for &len in &self.lens {
             if len > key.len() {
@@ -94,6 +99,14 @@ impl Table {
         if prefix { &self.prefixes } else { &self.exact }
     }
 
+    fn map_mut(&mut self, prefix: bool) -> &mut Map {
+        if prefix {
+            &mut self.prefixes
+        } else {
+            &mut self.exact
+        }
+    }
+
     pub(super) fn insert(&mut self, entry: Entry) {
         let bytes = entry.selector.shared_bytes().clone();
         let len = bytes.len();
@@ -101,17 +114,15 @@ impl Table {
             self.lens.push(len);
             self.lens.sort_unstable_by(|a, b| b.cmp(a));
         }
+        let prefix = entry.selector.is_prefix();
         let h = self.sketch(&entry.selector);
         // A selector shorter than the lead changes every selector's lead.
         let fits = len >= self.lead.len();
-        let map = if entry.selector.is_prefix() {
-            &mut self.prefixes
-        } else {
-            &mut self.exact
-        };
-        map.insert(Arc::new(entry));
-        if fits && self.len() <= self.filter.capacity() {
-            self.filter.set(h);
+        self.map_mut(prefix).insert(Arc::new(entry));
+        if fits && self.prefixes.len() <= self.filter.capacity() {
+            if prefix {
+                self.filter.set(h);
+            }
             self.lead.set(self.seed, &bytes);
         } else {
             self.refilter();
@@ -168,12 +179,14 @@ impl Table {
 
     /// The filters made again from every selector (sized for them).
     fn refilter(&mut self) {
-        let mut filter = Filter::with_capacity(self.len() * 2);
+        let mut filter = Filter::with_capacity(self.prefixes.len() * 2);
         let shortest = self.entries().map(|e| e.selector.bytes().len()).min();
         let mut lead = Lead::new(shortest.unwrap_or(usize::MAX));
         for e in self.entries() {
-            filter.set(self.sketch(&e.selector));
             lead.set(self.seed, e.selector.bytes());
+        }
+        for e in self.prefixes.iter() {
+            filter.set(self.sketch(&e.selector));
         }
         (self.filter, self.lead) = (filter, lead);
     }
