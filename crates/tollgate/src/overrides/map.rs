@@ -23,7 +23,7 @@ use super::bytes::sketch;
 use super::stored::Entry;
 
 /// The longest selector the sketch hashes whole.
-const SKETCHED: usize = 16;
+pub(super) const SKETCHED: usize = 16;
 
 #[derive(Debug, Clone)]
 pub(super) struct Map {

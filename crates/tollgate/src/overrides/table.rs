@@ -4,7 +4,8 @@
 //!
 //! A lookup tests the key's lead first (`lead.rs`: one test turns away
 //! most keys that match nothing), then probes the exact map at once (a
-//! miss there reads one slot, as a filter's test would), then tests each
+//! miss there reads one slot, as a filter's test would; a key past 16
+//! bytes, hashed whole for its probe, asks the filter first), then tests each
 //! prefix length present (a few, in practice: prefixes such as `trial_`
 //! or `org-42:` come in a handful of lengths however many there are) and
 //! probes the prefix map only where the prefixes' filter lets it through,
@@ -19,7 +20,7 @@ use super::Selector;
 use super::bytes::{EXACT, PREFIX, sketch};
 use super::filter::Filter;
 use super::lead::Lead;
-use super::map::Map;
+use super::map::{Map, SKETCHED};
 use super::stored::Entry;
 
 /// One policy's overrides.
@@ -29,8 +30,10 @@ pub(super) struct Table {
     prefixes: Map,
     /// The distinct lengths in `prefixes`, longest first.
     lens: Vec<usize>,
-    /// Every prefix's [`sketch`], so that most prefix lengths probe no
-    /// map (the exact map is probed at once: see [`Table::lookup`]).
+    /// The [`sketch`] of every prefix and of every exact key longer than
+    /// [`SKETCHED`], so that most prefix lengths and long keys probe no
+    /// map (a shorter key probes the exact map at once: see
+    /// [`Table::lookup`]).
     filter: Filter,
     /// Every selector's first bytes, as many as the shortest has.
     lead: Lead,
@@ -61,16 +64,19 @@ impl Table {
             return None;
         }
         let live = |e: &&Arc<Entry>| e.over.expires_at().is_none_or(|at| at > now_ms());
-        // The exact map is probed at once: a probe that misses reads one
-        // slot, no more than the filter's test would, and a hit is spared
-        // that test (and its cache line).
-        if !self.exact.is_empty()
-            && let Some(e) = self
-                .exact
-                .find(key, sketch(self.seed, key, key.len(), EXACT))
-                .filter(live)
-        {
-            return Some(e);
+        // A key of up to 16 bytes probes the exact map at once, with its
+        // sketch: a probe that misses reads one slot, no more than the
+        // filter's test would, and a hit is spared that test (and its
+        // cache line). A longer one is hashed whole for its probe, so the
+        // filter (which holds the longer selectors' sketches) is asked
+        // first.
+        if !self.exact.is_empty() {
+            let h = sketch(self.seed, key, key.len(), EXACT);
+            if (key.len() <= SKETCHED || self.filter.has(h))
+                && let Some(e) = self.exact.find(key, h).filter(live)
+            {
+                return Some(e);
+            }
         }
         for &len in &self.lens {
             if len > key.len() {
@@ -119,8 +125,8 @@ impl Table {
         // A selector shorter than the lead changes every selector's lead.
         let fits = len >= self.lead.len();
         self.map_mut(prefix).insert(Arc::new(entry));
-        if fits && self.prefixes.len() <= self.filter.capacity() {
-            if prefix {
+        if fits && self.len() <= self.filter.capacity() {
+            if filtered(prefix, len) {
                 self.filter.set(h);
             }
             self.lead.set(self.seed, &bytes);
@@ -179,17 +185,24 @@ impl Table {
 
     /// The filters made again from every selector (sized for them).
     fn refilter(&mut self) {
-        let mut filter = Filter::with_capacity(self.prefixes.len() * 2);
+        let mut filter = Filter::with_capacity(self.len() * 2);
         let shortest = self.entries().map(|e| e.selector.bytes().len()).min();
         let mut lead = Lead::new(shortest.unwrap_or(usize::MAX));
         for e in self.entries() {
-            lead.set(self.seed, e.selector.bytes());
-        }
-        for e in self.prefixes.iter() {
-            filter.set(self.sketch(&e.selector));
+            let selector = &e.selector;
+            if filtered(selector.is_prefix(), selector.bytes().len()) {
+                filter.set(self.sketch(selector));
+            }
+            lead.set(self.seed, selector.bytes());
         }
         (self.filter, self.lead) = (filter, lead);
     }
+}
+
+/// Whether a selector's sketch goes in the table's filter: a prefix's, or
+/// an exact key's that is too long to be probed by its sketch.
+fn filtered(prefix: bool, len: usize) -> bool {
+    prefix || len > SKETCHED
 }
 
 #[cfg(test)]

@@ -224,10 +224,12 @@ fn every_override_of_a_large_table_is_found_and_nothing_else() {
     let p = Policy::fixed_window("api", 100, Duration::from_secs(60)).unwrap();
     let o = Overrides::new();
     let selectors: Vec<String> = (0..3_000u64)
-        .map(|i| match i % 3 {
+        .map(|i| match i % 4 {
             0 => format!("k{i}"),
             1 => format!("p{i}*"),
-            _ => format!("q{}_{}*", i % 11, i),
+            2 => format!("q{}_{}*", i % 11, i),
+            // Past 16 bytes, an exact key is filtered before its probe.
+            _ => format!("a-long-exact-key-{i:06}"),
         })
         .collect();
     for (i, s) in selectors.iter().enumerate() {
@@ -249,6 +251,8 @@ fn every_override_of_a_large_table_is_found_and_nothing_else() {
             format!("q{}_{}", i % 11, i),
             format!("q{}_{}9", i % 11, i),
             format!("z{i}"),
+            format!("a-long-exact-key-{i:06}"),
+            format!("a-long-exact-key-{i:06}x"),
         ]
     });
     for key in keys {
