@@ -30,9 +30,17 @@ pub(super) struct Map {
     /// A power of two slots (none while empty), at most half of them used.
     slots: Box<[Slot]>,
     len: usize,
+    /// The lengths of its selectors, one bit each ([`len_bit`]).
+    lens: u64,
     seed: u64,
     /// `EXACT` or `PREFIX`: the sketches' kind.
     kind: u64,
+}
+
+/// A length's bit in [`Map::lens`]: bit `len`, or 63 for any from 63 on.
+#[inline(always)]
+fn len_bit(len: usize) -> u64 {
+    1 << len.min(63)
 }
 
 /// One slot: an entry and its hash (an empty slot has no entry).
@@ -47,9 +55,18 @@ impl Map {
         Map {
             slots: Box::default(),
             len: 0,
+            lens: 0,
             seed,
             kind,
         }
+    }
+
+    /// Whether a selector of `len` bytes may be held (false when none of
+    /// that length is: a key of a length no exact selector has costs
+    /// one test, no sketch and no probe).
+    #[inline(always)]
+    pub(super) fn may_hold_len(&self, len: usize) -> bool {
+        self.lens & len_bit(len) != 0
     }
 
     /// The sketch of `bytes` (what the table's filter holds).
@@ -94,6 +111,7 @@ impl Map {
         if (self.len + 1) * 2 > self.slots.len() {
             self.grow();
         }
+        self.lens |= len_bit(entry.selector.bytes().len());
         self.place(h, entry);
         self.len += 1;
     }
@@ -127,9 +145,10 @@ impl Map {
     /// `slots` new slots holding the entries `keep` accepts.
     fn replace_slots(&mut self, slots: usize, mut keep: impl FnMut(&Arc<Entry>) -> bool) {
         let old = std::mem::replace(&mut self.slots, vec![Slot::default(); slots].into());
-        self.len = 0;
+        (self.len, self.lens) = (0, 0);
         for slot in old.into_vec() {
             if let Some(e) = slot.entry.filter(|e| keep(e)) {
+                self.lens |= len_bit(e.selector.bytes().len());
                 self.place(slot.hash, e);
                 self.len += 1;
             }
@@ -151,10 +170,6 @@ impl Map {
 
     pub(super) fn len(&self) -> usize {
         self.len
-    }
-
-    pub(super) fn is_empty(&self) -> bool {
-        self.len == 0
     }
 
     pub(super) fn iter(&self) -> impl Iterator<Item = &Arc<Entry>> {
@@ -237,6 +252,10 @@ mod tests {
                 }
                 prop_assert_eq!(map.len(), model.len());
                 prop_assert!(map.len() * 2 <= map.slots.len().max(1));
+                for len in 0..40 {
+                    let held = model.keys().any(|k| k.len() == len);
+                    prop_assert_eq!(map.may_hold_len(len), held, "length {}", len);
+                }
                 prop_assert_eq!(map.iter().count(), model.len());
             }
             map.retain(|e| e.base.limit().0 % 2 == 0);

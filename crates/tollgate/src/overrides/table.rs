@@ -3,9 +3,10 @@
 //! filters (`filter.rs`, `lead.rs`) asked before the maps are probed.
 //!
 //! A lookup tests the key's lead first (`lead.rs`: one test turns away
-//! most keys that match nothing), then probes the exact map at once (a
-//! miss there reads one slot, as a filter's test would; a key past 16
-//! bytes, hashed whole for its probe, asks the filter first), then tests each
+//! most keys that match nothing), then, if an exact selector has the
+//! key's length (one bit test), probes the exact map at once (a miss
+//! there reads one slot, as a filter's test would; a key past 16 bytes,
+//! hashed whole for its probe, asks the filter first), then tests each
 //! prefix length present (a few, in practice: prefixes such as `trial_`
 //! or `org-42:` come in a handful of lengths however many there are) and
 //! probes the prefix map only where the prefixes' filter lets it through,
@@ -70,7 +71,7 @@ impl Table {
         // cache line). A longer one is hashed whole for its probe, so the
         // filter (which holds the longer selectors' sketches) is asked
         // first.
-        if !self.exact.is_empty() {
+        if self.exact.may_hold_len(key.len()) {
             let h = sketch(self.seed, key, key.len(), EXACT);
             if (key.len() <= SKETCHED || self.filter.has(h))
                 && let Some(e) = self.exact.find(key, h).filter(live)
