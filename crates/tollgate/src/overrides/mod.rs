@@ -408,8 +408,18 @@ impl Hash for NameOf<'_> {
 impl Equivalent<Arc<str>> for NameOf<'_> {
     #[inline]
     fn equivalent(&self, key: &Arc<str>) -> bool {
-        Arc::ptr_eq(self.0, key) || **self.0 == **key
+        Arc::ptr_eq(self.0, key) || same_name(self.0, key)
     }
+}
+
+/// The bytes' comparison, out of the lookup's way: a policy's clones share
+/// its name's `Arc`, so a lookup almost never gets here (inline, the call
+/// to compare the bytes made the table's probe save and restore its
+/// registers on every hit).
+#[cold]
+#[inline(never)]
+fn same_name(a: &str, b: &str) -> bool {
+    a == b
 }
 
 /// The error of a tier `policy` does not have.
