@@ -8,10 +8,16 @@
 //! and a decision on the memory store never waits: polled once, the call
 //! is answered, its frames queued, and the connection writes them with
 //! whatever else it has to write when it goes on. Spawned (as
-//! `TokioExecutor` does), each call cost a task (its allocation, its
-//! registration, a wake that another worker often took, so that the
-//! connection wrote the response's frames in two or three writes instead
-//! of one) and a copy of the stream's future into it.
+//! `TokioExecutor` does), each call cost a task: its allocation, its
+//! registration in the runtime's list, a wake (often taken by the other
+//! worker, a context switch) and a copy of the stream's future into it.
+//!
+//! A call that must wait (on Redis, say) has sent what it could in that
+//! first poll and goes on in its task. On one connection that carries
+//! many calls at once (as Envoy's does), the calls' decisions on the
+//! memory store now run one after another in the connection's task, not
+//! on either worker: measured, one connection with 64 calls in flight
+//! answered as many a second as before (`benches/README.md`).
 //!
 //! The first poll has no task of its own to wake, so it is given a waker
 //! that does nothing: a future that is not finished is then spawned, and
