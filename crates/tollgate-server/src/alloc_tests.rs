@@ -80,7 +80,7 @@ pub(crate) async fn state_of(text: &str) -> std::sync::Arc<crate::state::AppStat
     let config = crate::config::Config::parse("test.toml", text).unwrap();
     std::sync::Arc::new(crate::state::AppState {
         backend: crate::store::build(&Default::default()).await.unwrap(),
-        policies: std::sync::RwLock::new(std::sync::Arc::new(config.policies)),
+        policies: arc_swap::ArcSwap::from_pointee(config.policies),
         tokens: crate::auth::Tokens::new(None, None),
         metrics: None,
         status: Default::default(),

@@ -9,7 +9,7 @@
 //!
 //! Each property runs 256 cases (about a second in a debug build).
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
@@ -172,7 +172,7 @@ fn state(runtime: &tokio::runtime::Runtime) -> Arc<AppState> {
         .unwrap();
     Arc::new(AppState {
         backend,
-        policies: RwLock::new(Arc::new(config.policies)),
+        policies: arc_swap::ArcSwap::from_pointee(config.policies),
         tokens: Default::default(),
         metrics: None,
         status: Default::default(),

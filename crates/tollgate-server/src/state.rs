@@ -2,8 +2,9 @@
 //! force (swapped whole on reload), the tokens, the metrics handle and
 //! what the status page shows.
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::config::PolicySet;
@@ -13,8 +14,9 @@ use crate::store::Backend;
 #[derive(Debug)]
 pub(crate) struct AppState {
     pub(crate) backend: Backend,
-    /// The policies in force, swapped whole on reload.
-    pub(crate) policies: RwLock<Arc<PolicySet>>,
+    /// The policies in force, swapped whole on reload (read on every
+    /// request without a lock: no lock to take, none to poison).
+    pub(crate) policies: ArcSwap<PolicySet>,
     /// The decision and admin tokens (`auth.rs`).
     pub(crate) tokens: crate::auth::Tokens,
     pub(crate) metrics: Option<PrometheusHandle>,
@@ -27,10 +29,10 @@ pub(crate) struct AppState {
 impl AppState {
     /// The policies in force now: a snapshot a request keeps to its end.
     pub(crate) fn policies(&self) -> Arc<PolicySet> {
-        self.policies.read().expect("policies lock").clone()
+        self.policies.load_full()
     }
 
     pub(crate) fn replace_policies(&self, policies: PolicySet) {
-        *self.policies.write().expect("policies lock") = Arc::new(policies);
+        self.policies.store(Arc::new(policies));
     }
 }

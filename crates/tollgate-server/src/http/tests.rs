@@ -2,7 +2,7 @@
 //! through `oneshot`, no socket. Every route, and every error code with
 //! the status it goes with; the store failures on a real Redis server.
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use axum::body::Body;
 use http::{Request, StatusCode};
@@ -56,7 +56,7 @@ pub(super) async fn state(
     Arc::new(AppState {
         overrides: crate::overrides::SharedOverrides::local(),
         backend: store::build(&settings).await.unwrap(),
-        policies: RwLock::new(Arc::new(config.policies)),
+        policies: arc_swap::ArcSwap::from_pointee(config.policies),
         tokens: crate::auth::Tokens::new(token, None),
         metrics: metrics.then(|| {
             metrics_exporter_prometheus::PrometheusBuilder::new()

@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
@@ -177,7 +177,7 @@ fn shared_state(
             config.server.token.as_deref(),
             config.server.admin_token.as_deref(),
         ),
-        policies: RwLock::new(Arc::new(config.policies.clone())),
+        policies: arc_swap::ArcSwap::from_pointee(config.policies.clone()),
         metrics,
         status: Default::default(),
     })
