@@ -119,9 +119,12 @@ impl AppState {
         let stats = &self.status.stats;
         let second = stats.now();
         for (p, d, overridden) in decided {
-            let meters = match set.meters(stats, p) {
-                None if overridden => set.meters_named(stats, p.name()),
-                found => found,
+            // Under an override, the policy is the override's own (or,
+            // blocked or allowed, the set's): its name finds the set's.
+            let meters = if overridden {
+                set.meters_named(stats, p.name())
+            } else {
+                set.meters(stats, p)
             };
             match meters {
                 Some(meters) => meters.record(second, d, overridden),

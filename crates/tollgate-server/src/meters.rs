@@ -82,18 +82,7 @@ impl PolicyMeters {
             &self.decisions
         };
         counters[source][outcome]
-            .get_or_init(|| {
-                if overridden {
-                    overridden_counter(&self.name, decision)
-                } else {
-                    metrics::counter!(
-                        DECISIONS,
-                        "policy" => self.name.clone(),
-                        "outcome" => if decision.allowed { "allowed" } else { "denied" },
-                        "source" => decision.source.as_str()
-                    )
-                }
-            })
+            .get_or_init(|| decision_counter(&self.name, decision, overridden))
             .increment(1);
         if decision.shadow {
             self.shadow
@@ -106,21 +95,32 @@ impl PolicyMeters {
 /// `decide::count` for a decision made under an override: the same
 /// series with `override="yes"` (never the key or the selector).
 pub(crate) fn count_overridden(policy: &str, d: &Decision) {
-    overridden_counter(policy, d).increment(1);
+    decision_counter(policy, d, true).increment(1);
     if d.shadow {
         tollgate::metrics::record_shadow_denial(policy);
     }
 }
 
-/// The `tollgate_decisions_total` series of a decision like `d` made
-/// under an override of `policy` (labels in this order, so that a
-/// policy's meters, which resolve it once, count the same series).
-fn overridden_counter(policy: &str, d: &Decision) -> metrics::Counter {
-    metrics::counter!(
-        DECISIONS,
-        "policy" => policy.to_owned(),
-        "outcome" => if d.allowed { "allowed" } else { "denied" },
-        "source" => d.source.as_str(),
-        "override" => "yes"
-    )
+/// The `tollgate_decisions_total` series of a decision like `d` on
+/// `policy`, with `override="yes"` when one made it (labels in the order
+/// `tollgate::metrics::record_decision` and [`count_overridden`] use, so
+/// that a policy's meters, which resolve it once, count the same series).
+fn decision_counter(policy: &str, d: &Decision, overridden: bool) -> metrics::Counter {
+    let outcome = if d.allowed { "allowed" } else { "denied" };
+    if overridden {
+        metrics::counter!(
+            DECISIONS,
+            "policy" => policy.to_owned(),
+            "outcome" => outcome,
+            "source" => d.source.as_str(),
+            "override" => "yes"
+        )
+    } else {
+        metrics::counter!(
+            DECISIONS,
+            "policy" => policy.to_owned(),
+            "outcome" => outcome,
+            "source" => d.source.as_str()
+        )
+    }
 }
